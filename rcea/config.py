@@ -1,0 +1,221 @@
+"""Experiment configuration: typed, validated on load, tagged stated / reconstructed / chosen.
+
+Sources, in order (later wins): `configs/base.toml` (every setting with its status and doc),
+`configs/objectives.toml` (per-objective settings, read as `objectives.<method>.<name>`),
+`configs/scales/<scale>.toml` (plain values), then `--override section.key=value` strings.
+A key that is not in the base files, a value of the wrong type, or an unknown method or scale stops
+the load with a message naming the valid choices. `Config.write(run_dir)` copies the source files
+verbatim and the resolved values into a run folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from rcea.paths import configs_dir
+
+METHODS = ("grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer")
+SCALES = ("tiny", "3b", "7b")
+STATUSES = {"S": "stated", "R": "reconstructed", "C": "chosen"}
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message says what is valid."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Any
+    status: str  # "S" | "R" | "C"
+    doc: str = ""
+
+
+def check_choice(kind: str, value: str, valid: Iterable[str]) -> str:
+    valid = tuple(valid)
+    if value not in valid:
+        raise ConfigError(f"unknown {kind} {value!r}; valid {kind}s: {', '.join(valid)}")
+    return value
+
+
+def _type_ok(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
+
+
+def _read_settings(path: Path, prefix: str = "") -> dict[str, Setting]:
+    """Flatten `[section] key = {value, status, doc}` into {"section.key": Setting}."""
+    out: dict[str, Setting] = {}
+
+    def walk(table: dict, where: str) -> None:
+        for key, item in table.items():
+            name = f"{where}.{key}" if where else key
+            if isinstance(item, dict) and "value" in item and "status" in item:
+                if item["status"] not in STATUSES:
+                    raise ConfigError(f"{path.name}: {name} has status {item['status']!r}; use one of S, R, C")
+                out[prefix + name] = Setting(item["value"], item["status"], item.get("doc", ""))
+            elif isinstance(item, dict):
+                walk(item, name)
+            else:
+                raise ConfigError(f"{path.name}: {name} must be {{ value = ..., status = \"S|R|C\" }}")
+
+    with path.open("rb") as fh:
+        walk(tomllib.load(fh), "")
+    return out
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`section.key=value` with a TOML value; a bare word is taken as a string."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.key=value")
+    key, raw = (part.strip() for part in text.split("=", 1))
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+class Config:
+    """Resolved settings for one (scale, method). Read with `cfg["section.key"]`."""
+
+    def __init__(self, scale: str, method: str | None, settings: dict[str, Setting], sources: list[Path]):
+        self.scale, self.method, self._s, self.sources = scale, method, settings, sources
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._s:
+            raise ConfigError(_unknown_key_message(key, self._s))
+        return self._s[key].value
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._s
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._s[key].value if key in self._s else default
+
+    def status(self, key: str) -> str:
+        self[key]
+        return self._s[key].status
+
+    def keys(self) -> list[str]:
+        return sorted(self._s)
+
+    def section(self, name: str) -> dict[str, Any]:
+        prefix = name + "."
+        found = {k[len(prefix):]: s.value for k, s in self._s.items() if k.startswith(prefix)}
+        if not found:
+            sections = sorted({k.rsplit(".", 1)[0] for k in self._s})
+            raise ConfigError(f"unknown section {name!r}; sections: {', '.join(sections)}")
+        return found
+
+    def objective(self) -> dict[str, Any]:
+        """The settings of this config's objective (empty when no method or none listed)."""
+        if not self.method:
+            return {}
+        prefix = f"objectives.{self.method}."
+        return {k[len(prefix):]: s.value for k, s in self._s.items() if k.startswith(prefix)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scale": self.scale,
+            "method": self.method,
+            "settings": {k: {"value": s.value, "status": s.status} for k, s in sorted(self._s.items())},
+        }
+
+    def hash(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def write(self, run_dir: str | Path) -> Path:
+        """Copy the configuration into `run_dir/config/` (source files verbatim + resolved JSON).
+
+        Refuses a folder that already holds a different configuration.
+        """
+        from rcea.store import atomic_write_json
+
+        run_dir = Path(run_dir)
+        target = run_dir / "config" / "resolved.json"
+        if target.exists():
+            old = json.loads(target.read_text())
+            if old.get("hash") != self.hash():
+                raise ConfigError(
+                    f"{run_dir} holds a run with a different configuration (hash {old.get('hash')} != "
+                    f"{self.hash()}); choose another --output folder or remove that one"
+                )
+            return target
+        (run_dir / "config").mkdir(parents=True, exist_ok=True)
+        for src in self.sources:
+            shutil.copyfile(src, run_dir / "config" / src.name)
+        atomic_write_json(target, {"hash": self.hash(), **self.to_dict()})
+        return target
+
+
+def _unknown_key_message(key: str, settings: dict[str, Setting]) -> str:
+    section = key.rsplit(".", 1)[0] if "." in key else ""
+    same = sorted(k for k in settings if k.rsplit(".", 1)[0] == section)
+    if same:
+        return f"unknown setting {key!r}; valid keys in [{section}]: {', '.join(same)}"
+    sections = sorted({k.rsplit(".", 1)[0] for k in settings})
+    return f"unknown setting {key!r}; valid sections: {', '.join(sections)}"
+
+
+def load_config(scale: str, method: str | None = None, overrides: Iterable[str] = (),
+                root: str | Path | None = None) -> Config:
+    """Load and validate the configuration of one scale (and optionally one objective)."""
+    check_choice("scale", scale, SCALES)
+    if method is not None:
+        check_choice("method", method, METHODS)
+    cdir = Path(root) if root else configs_dir()
+    base, objectives, scale_file = cdir / "base.toml", cdir / "objectives.toml", cdir / "scales" / f"{scale}.toml"
+    settings = _read_settings(base)
+    sources = [base]
+    if objectives.exists():
+        settings.update(_read_settings(objectives, prefix="objectives."))
+        sources.append(objectives)
+    if scale_file.exists():
+        with scale_file.open("rb") as fh:
+            scale_values = tomllib.load(fh)
+        sources.append(scale_file)
+    else:
+        scale_values = {}
+
+    def apply(key: str, value: Any, origin: str) -> None:
+        if key not in settings:
+            raise ConfigError(f"{origin}: " + _unknown_key_message(key, settings))
+        old = settings[key]
+        if isinstance(value, dict) and set(value) == {"value", "status"}:
+            value, status = value["value"], value["status"]
+        else:
+            status = old.status
+        if not _type_ok(old.value, value):
+            raise ConfigError(f"{origin}: {key} must be {type(old.value).__name__}, got {value!r}")
+        if isinstance(old.value, float):
+            value = float(value)
+        settings[key] = Setting(value, status, old.doc)
+
+    for key, value in _settings_from_plain(scale_values, settings).items():
+        apply(key, value, scale_file.name)
+    for text in overrides:
+        key, value = parse_override(text)
+        apply(key, value, f"override {text!r}")
+    return Config(scale, method, settings, sources)
+
+
+def _settings_from_plain(table: dict, settings: dict[str, Setting], where: str = "") -> dict[str, Any]:
+    """Flatten a plain-valued scale file, keeping dict-valued settings (like probe.composition) whole."""
+    out: dict[str, Any] = {}
+    for key, item in table.items():
+        name = f"{where}.{key}" if where else key
+        if isinstance(item, dict) and name not in settings:
+            out.update(_settings_from_plain(item, settings, name))
+        else:
+            out[name] = item
+    return out

@@ -1,0 +1,27 @@
+"""Where things live, all relative to the project root (no machine paths in the repo)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def project_root() -> Path:
+    """The repository root: the folder holding `rcea/`."""
+    return Path(__file__).resolve().parent.parent
+
+
+def shared_dir() -> Path:
+    """Reference material: `RCEA_SHARED`, else `../shared` beside the project root."""
+    env = os.environ.get("RCEA_SHARED")
+    return Path(env).resolve() if env else (project_root().parent / "shared").resolve()
+
+
+def data_dir() -> Path:
+    """The artifact store: `RCEA_DATA`, else `./data` (the shared volume in containers)."""
+    env = os.environ.get("RCEA_DATA")
+    return Path(env).resolve() if env else project_root() / "data"
+
+
+def configs_dir() -> Path:
+    return project_root() / "configs"

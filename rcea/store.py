@@ -1,0 +1,118 @@
+"""The artifact store: atomic writes, per-artifact manifests, skip-if-complete.
+
+Folder layout under the data directory (`./data`, the shared volume in containers):
+
+    models/<name>/                              locally built models (the tiny scale)
+    prepared/<scale>/train.jsonl                the drawn training pool
+    train/<scale>/<method>/                     one training run
+        config/                                 configuration, copied verbatim
+        checkpoints/checkpoint-<step>/          LoRA adapter + trainer state (complete ones only)
+        steps.jsonl, tb/                        per-step log, TensorBoard mirror
+    infer/<scale>/queue.sqlite                  the job queue
+    infer/<scale>/tables/<table>/<part>.parquet the RCEA sample schema (see rcea/schema.py)
+    results/<scale>/                            aggregated summary, tables, figures, report
+
+Every artifact `X` has a manifest `X.manifest.json` written after it; an artifact counts as complete
+only when both exist, so a step killed halfway is redone and a finished one is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return _atomic(Path(path), write)
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def manifest_path(artifact: str | Path) -> Path:
+    artifact = Path(artifact)
+    return artifact.with_name(artifact.name + MANIFEST_SUFFIX)
+
+
+def write_manifest(artifact: str | Path, cfg=None, seeds: dict | None = None, **extra: Any) -> Path:
+    """Record where an artifact came from; written last, so its presence marks completion."""
+    from rcea.provenance import provenance
+
+    record = {"artifact": Path(artifact).name, **provenance(), "seeds": seeds or {}, **extra}
+    if cfg is not None:
+        record.update(config_hash=cfg.hash(), scale=cfg.scale, method=cfg.method)
+    return atomic_write_json(manifest_path(artifact), record)
+
+
+def is_complete(artifact: str | Path) -> bool:
+    artifact = Path(artifact)
+    return artifact.exists() and manifest_path(artifact).exists()
+
+
+def write_parquet(df, path: str | Path, cfg=None, seeds: dict | None = None, **extra: Any) -> Path:
+    """Write a DataFrame as Parquet atomically, then its manifest."""
+    path = Path(path)
+    _atomic(path, lambda tmp: df.to_parquet(tmp, index=False))
+    write_manifest(path, cfg=cfg, seeds=seeds, rows=int(len(df)), **extra)
+    return path
+
+
+def read_table(location: str | Path):
+    """A Parquet file, or a folder of Parquet parts (only parts with a manifest when any has one)."""
+    import pandas as pd
+
+    location = Path(location)
+    if location.is_file():
+        return pd.read_parquet(location)
+    if not location.is_dir():
+        raise FileNotFoundError(f"no table at {location} (expected a .parquet file or a folder of parts)")
+    parts = sorted(location.glob("*.parquet"))
+    if any(manifest_path(p).exists() for p in parts):
+        parts = [p for p in parts if manifest_path(p).exists()]
+    if not parts:
+        raise FileNotFoundError(f"{location} holds no Parquet parts")
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+
+
+def run_step(artifact: str | Path, produce: Callable[[Path], None], cfg=None, seeds: dict | None = None,
+             **extra: Any) -> bool:
+    """Run `produce(tmp_path)` unless `artifact` is complete; returns True when it ran.
+
+    `produce` writes to the temporary path it is given; the result is renamed into place and the
+    manifest written after it, so a killed step leaves nothing that looks complete.
+    """
+    artifact = Path(artifact)
+    if is_complete(artifact):
+        return False
+    _atomic(artifact, produce)
+    write_manifest(artifact, cfg=cfg, seeds=seeds, **extra)
+    return True
