@@ -1,0 +1,160 @@
+"""Data loading through the `datasets` library: benchmarks, the training pool, the frozen id lists.
+
+Offline files live in `../shared/data` (see its PROVENANCE.md); real scales read the hub pool named in
+the configuration. Every record needs a non-empty `problem` and `answer`: a record without one stops
+the load with the file, line and id.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from rcea.paths import data_dir, shared_dir
+
+BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math")
+FROZEN = Path(__file__).resolve().parent / "frozen"
+
+
+class DataError(ValueError):
+    """A malformed or missing data file; the message names file, line and id."""
+
+
+def _check_jsonl(path: Path) -> int:
+    """Validate every line of a JSON Lines file before `datasets` reads it; returns the record count."""
+    if not path.exists():
+        raise DataError(f"missing data file {path}; the offline data lives in ../shared/data (set RCEA_SHARED)")
+    count = 0
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+            rid = record.get("id", "<no id>") if isinstance(record, dict) else "<not an object>"
+            for key in ("problem", "answer"):
+                value = record.get(key) if isinstance(record, dict) else None
+                if not isinstance(value, str) or not value.strip():
+                    raise DataError(f"{path}:{line_no}: record {rid} has no {key}")
+            count += 1
+    return count
+
+
+def _load_json_files(paths: list[Path]):
+    import datasets
+
+    datasets.disable_progress_bars()
+    parts = []
+    for p in paths:
+        _check_jsonl(p)
+        ds = datasets.load_dataset("json", data_files=str(p), split="train",
+                                   cache_dir=str(data_dir() / "cache" / "datasets"))
+        parts.append(ds.select_columns(["id", "problem", "answer"]))  # files differ in their other columns
+    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+
+
+def benchmark_path(name: str) -> Path:
+    if name not in BENCHMARKS:
+        raise DataError(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
+    return shared_dir() / "data" / "benchmarks" / f"{name}.jsonl"
+
+
+@lru_cache(maxsize=None)
+def _benchmark_rows(name: str) -> tuple[dict, ...]:
+    ds = _load_json_files([benchmark_path(name)])
+    return tuple({"id": r["id"], "problem": r["problem"], "answer": r["answer"], "benchmark": name} for r in ds)
+
+
+def load_benchmark(name: str, ids: list[str] | None = None) -> list[dict[str, Any]]:
+    """All records of a benchmark (or those with `ids`, in that order)."""
+    rows = _benchmark_rows(name)
+    if ids is None:
+        return [dict(r) for r in rows]
+    by_id = {r["id"]: r for r in rows}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise DataError(f"{benchmark_path(name)}: ids not found: {missing[:5]}")
+    return [dict(by_id[i]) for i in ids]
+
+
+def minerva_subset_ids() -> list[str]:
+    return json.loads((FROZEN / "minerva40.json").read_text())["ids"]
+
+
+def benchmark_questions(name: str, cap: int = 0) -> list[dict[str, Any]]:
+    """Evaluation questions of one benchmark: Minerva is its frozen 40-question subset; `cap` > 0 keeps a prefix."""
+    rows = load_benchmark(name, minerva_subset_ids() if name == "minerva_math" else None)
+    return rows[:cap] if cap else rows
+
+
+def probe_questions(cfg) -> list[dict[str, Any]]:
+    """The fixed probe: per benchmark, a prefix (in draw order) of the frozen 200-question list."""
+    frozen = json.loads((FROZEN / "probe200.json").read_text())["ids"]
+    out: list[dict[str, Any]] = []
+    for name, n in cfg["probe.composition"].items():
+        if name not in frozen:
+            raise DataError(f"probe.composition names {name!r}; valid: {', '.join(frozen)}")
+        if n > len(frozen[name]):
+            raise DataError(f"probe.composition asks {n} {name} questions; the frozen probe has {len(frozen[name])}")
+        out += load_benchmark(name, frozen[name][:n])
+    return out
+
+
+def chat_messages(problem: str, cfg) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"{problem}\n{cfg['data.instruction']}"}]
+
+
+def _reference_answer(record: dict) -> str | None:
+    """The reference answer of a pool record: `answer`, or Skywork's `reward_model.ground_truth`."""
+    ans = record.get("answer")
+    if ans is None and isinstance(record.get("reward_model"), dict):
+        ans = record["reward_model"].get("ground_truth")
+    if isinstance(ans, list):
+        ans = ans[0] if ans else None
+    return str(ans).strip() if ans is not None and str(ans).strip() else None
+
+
+def _problem_text(record: dict) -> str | None:
+    prob = record.get("problem")
+    if prob is None and isinstance(record.get("prompt"), list) and record["prompt"]:
+        prob = record["prompt"][-1].get("content")
+    return prob if isinstance(prob, str) and prob.strip() else None
+
+
+def load_train_records(cfg, tokenizer=None) -> list[dict[str, Any]]:
+    """The training pool, filtered and drawn as decisions.md states.
+
+    Filter: drop records without an extractable reference answer, and (given the policy tokenizer)
+    prompts longer than `data.max_prompt_tokens` after the chat template. Draw: `data.draw_size`
+    examples with `data.dataset_seed`.
+    """
+    if cfg["data.use_offline"]:
+        files = [shared_dir() / "data" / f for f in cfg["data.offline_train_files"]]
+        ds = _load_json_files(files)
+    else:
+        import datasets
+        ds = datasets.load_dataset(cfg["data.train_pool"], split=cfg["data.train_pool_split"])
+    records = []
+    for r in ds:
+        problem, answer = _problem_text(r), _reference_answer(r)
+        if problem is None or answer is None:
+            continue
+        records.append({"id": str(r.get("id", len(records))), "problem": problem, "answer": answer})
+    if tokenizer is not None:
+        limit = cfg["data.max_prompt_tokens"]
+        records = [r for r in records if prompt_length(r["problem"], cfg, tokenizer) <= limit]
+    import datasets
+    drawn = datasets.Dataset.from_list(records).shuffle(seed=cfg["data.dataset_seed"])
+    n = min(cfg["data.draw_size"], len(drawn))
+    return [dict(x) for x in drawn.select(range(n))]
+
+
+def prompt_length(problem: str, cfg, tokenizer) -> int:
+    ids = tokenizer.apply_chat_template(chat_messages(problem, cfg), add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return len(ids)

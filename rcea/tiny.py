@@ -1,0 +1,107 @@
+"""The tiny-model factory: a Qwen2-architecture causal LM and a byte-level BPE tokenizer, built offline.
+
+The `tiny` scale uses it in every role. The tokenizer is trained on the offline problem texts; the model
+is randomly initialised from `model.tiny_seed`. Both are saved in the Hugging Face format, so
+`AutoModelForCausalLM` / `AutoTokenizer` load them in the training and the inference environments.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rcea.paths import data_dir, shared_dir
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def _corpus(limit: int = 4000) -> list[str]:
+    texts: list[str] = []
+    for path in sorted((shared_dir() / "data").glob("*/*.jsonl")):
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                rec = json.loads(line)
+                texts.append(rec.get("problem", "") + " \\boxed{" + str(rec.get("answer", "")) + "}")
+    texts.sort()
+    return texts[:limit]
+
+
+def build_tokenizer(vocab_size: int, corpus: list[str] | None = None):
+    """A byte-level BPE with Qwen-style special tokens and chat template; `<|im_end|>` is EOS."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus if corpus is not None else _corpus(), trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"], chat_template=CHAT_TEMPLATE,
+        model_input_names=["input_ids", "attention_mask"], padding_side="left",
+    )
+
+
+def build_tiny_model(out_dir: str | Path, layers: int = 3, hidden: int = 128, heads: int = 4, kv_heads: int = 2,
+                     intermediate: int = 256, vocab: int = 512, seed: int = 0, corpus: list[str] | None = None) -> Path:
+    """Build and save the tiny policy; returns `out_dir`."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    out_dir = Path(out_dir)
+    tokenizer = build_tokenizer(vocab, corpus)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=4096,
+        tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None, torch_dtype="float32",
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[tokenizer.eos_token_id, tokenizer.pad_token_id], pad_token_id=tokenizer.pad_token_id,
+        do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
+def tiny_model_dir() -> Path:
+    return data_dir() / "models" / "tiny"
+
+
+def ensure_tiny_model(cfg) -> Path:
+    """The tiny model of this configuration, built once under data/models/tiny (skipped when complete)."""
+    from rcea.store import atomic_write_json, is_complete
+
+    out = tiny_model_dir()
+    marker = out / "build.json"
+    spec = {k: cfg[f"model.tiny_{k}"] for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seed")}
+    if is_complete(marker) and json.loads(marker.read_text()) == spec:
+        return out
+    if out.exists():
+        import shutil
+        shutil.rmtree(out)
+    tmp = out.with_name(out.name + ".building")
+    if tmp.exists():
+        import shutil
+        shutil.rmtree(tmp)
+    build_tiny_model(tmp, **spec)
+    atomic_write_json(tmp / "build.json", spec)
+    tmp.rename(out)
+    from rcea.store import write_manifest
+    write_manifest(marker, cfg=None, seeds={"model": spec["seed"]})
+    return out
+
+
+def model_path(cfg) -> str:
+    """What to pass to `from_pretrained`: the local tiny model, or the hub id of a real scale."""
+    return str(ensure_tiny_model(cfg)) if cfg["model.name"] == "tiny" else cfg["model.name"]
