@@ -1,0 +1,282 @@
+"""Time-limited symbolic answer comparison with math-verify, isolated in a worker process.
+
+Why a worker process: math-verify's own timeout is `signal.alarm` with whole seconds, which works
+only in the main thread, and no signal can interrupt a long C-level computation (a big-integer
+power built from `9^{9^{9^{9}}}`). So comparisons run in a persistent child process
+(`python -m rcea.verify_sandbox`, JSON lines over pipes). The caller waits at most `timeout` seconds
+for the answer; if the child overruns, it is killed (SIGKILL) and a fresh one is started on the next
+call. Inside the child (its main thread) a re-arming SIGALRM interval timer bounds the work to a
+soft budget below `timeout`, so ordinary slow comparisons return False without killing the child.
+math-verify's own timeouts are passed as None (`parsing_timeout=None`, `timeout_seconds=None`):
+its `signal.alarm` would reset our interval timer (they share ITIMER_REAL).
+
+Workers are pooled, one per concurrent caller, so the API is thread-safe. Worker start-up (imports,
+about a second) is not counted in a call's time limit; `warmup()` starts one ahead of time.
+If a worker cannot be started (no POSIX pipes, sandboxed interpreter), comparisons run in-process:
+under the interval timer in the main thread, or in an abandoned daemon thread elsewhere.
+
+Only math-verify's LaTeX extraction is used. Its `ExprExtractionConfig` goes through sympy's
+`parse_expr`, which calls `eval`, so it is never used on model output.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Sequence
+
+__all__ = ["symbolic_equal", "compare_pairs", "warmup", "shutdown"]
+
+STARTUP_TIMEOUT_S = 120.0
+_MEM_LIMIT_MB = int(os.environ.get("RCEA_VERIFY_MEM_MB", "4096"))
+_MODE = os.environ.get("RCEA_VERIFY_SANDBOX", "process")  # "process" or "inline"
+
+
+class _Deadline(BaseException):
+    """Raised by the interval timer; a BaseException so that `except Exception` cannot swallow it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the comparison itself (runs in the worker, or in-process as a fallback)
+
+
+@lru_cache(maxsize=8192)
+def _parse(latex: str) -> tuple:
+    """math-verify parse of one normalised LaTeX answer (cached: references repeat across samples)."""
+    from math_verify import LatexExtractionConfig, parse
+
+    # WARNING: model output is parsed here (latex2sympy via math-verify builds sympy objects from
+    # it). LaTeX extraction only: no sympy `parse_expr`/`sympify` of strings, hence no eval/exec.
+    # The caller bounds the time (interval timer here, process kill in the parent).
+    cfg = [LatexExtractionConfig(boxed_match_priority=0)]
+    return tuple(parse(f"${latex}$", extraction_config=cfg, parsing_timeout=None))
+
+
+def _equal_one(gold_latex: str, pred_latex: str) -> bool:
+    """math-verify equivalence of one (reference, prediction) pair of LaTeX strings."""
+    from math_verify import verify as mv_verify
+
+    gold, pred = _parse(gold_latex), _parse(pred_latex)
+    if not gold or not pred:
+        return False
+    return bool(mv_verify(list(gold), list(pred), timeout_seconds=None))
+
+
+_guard_active = False
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    if _guard_active:
+        raise _Deadline()
+
+
+@contextmanager
+def _interval_guard(budget: float) -> Iterator[None]:
+    """Raise `_Deadline` in the main thread after `budget` s, and every 50 ms after that."""
+    global _guard_active
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    _guard_active = True
+    signal.setitimer(signal.ITIMER_REAL, max(budget, 1e-3), 0.05)
+    try:
+        yield
+    finally:
+        _guard_active = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def compare_pairs(pairs: Sequence[tuple[str, str]], budget: float) -> tuple[bool, bool]:
+    """(equal, timed_out): True if any (reference, prediction) pair is math-verify equivalent.
+
+    Bounded by `budget` seconds via SIGALRM when called in the main thread; unbounded otherwise
+    (callers off the main thread must bound it themselves, see `_inline`).
+    """
+    guarded = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    try:
+        if guarded:
+            with _interval_guard(budget):
+                return any(_equal_one(g, p) for g, p in pairs), False
+        return any(_equal_one(g, p) for g, p in pairs), False
+    except _Deadline:
+        return False, True
+
+
+def _inline(pairs: Sequence[tuple[str, str]], timeout: float) -> bool:
+    """In-process fallback: guarded in the main thread, else a daemon thread abandoned on timeout."""
+    if threading.current_thread() is threading.main_thread():
+        return compare_pairs(pairs, timeout)[0]
+    box: list[bool] = []
+    t = threading.Thread(target=lambda: box.append(compare_pairs(pairs, timeout)[0]), daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(box and box[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# worker process
+
+
+def _worker_main() -> None:
+    """Serve JSON lines `{"pairs": [[gold, pred], ...], "budget": s}` -> `{"equal": b, "timed_out": b}`."""
+    logging.disable(logging.WARNING)
+    try:
+        import resource
+
+        lim = _MEM_LIMIT_MB * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    except (ImportError, ValueError, OSError):
+        pass
+    import math_verify  # noqa: F401  (import before announcing readiness)
+
+    _equal_one("1", "1")  # warm the parser
+    out = sys.stdout
+    out.write("ready\n")
+    out.flush()
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+            pairs = [(str(g), str(p)) for g, p in req["pairs"]]
+            equal, timed_out = compare_pairs(pairs, float(req["budget"]))
+            resp = {"equal": equal, "timed_out": timed_out}
+        except (ValueError, KeyError, TypeError, MemoryError, RecursionError) as exc:
+            resp = {"equal": False, "timed_out": False, "error": type(exc).__name__}
+        out.write(json.dumps(resp) + "\n")
+        out.flush()
+
+
+class _Worker:
+    """Handle on one worker process."""
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rcea.verify_sandbox"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, bufsize=0, close_fds=True,
+        )
+        self._buf = b""
+        if self._readline(time.monotonic() + STARTUP_TIMEOUT_S) != "ready":
+            self.kill()
+            raise RuntimeError("verifier worker did not start")
+
+    def _readline(self, deadline: float) -> str | None:
+        """One line from the worker, or None at the deadline / EOF."""
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode("utf-8", "replace").strip()
+
+    def request(self, pairs: Sequence[tuple[str, str]], budget: float, deadline: float) -> bool | None:
+        """Equality verdict, or None when the worker overran `deadline` or died."""
+        msg = json.dumps({"pairs": [list(p) for p in pairs], "budget": budget}) + "\n"
+        try:
+            self.proc.stdin.write(msg.encode())  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            return None
+        line = self._readline(deadline)
+        if line is None:
+            return None
+        try:
+            return bool(json.loads(line)["equal"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def kill(self) -> None:
+        """Kill the worker process (idempotent)."""
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+_idle: list[_Worker] = []
+_pool_lock = threading.Lock()
+_spawn_failed = False
+
+
+def _acquire() -> _Worker | None:
+    global _spawn_failed
+    with _pool_lock:
+        if _idle:
+            return _idle.pop()
+        if _spawn_failed:
+            return None
+    try:
+        return _Worker()
+    except (OSError, RuntimeError, ValueError):
+        _spawn_failed = True
+        return None
+
+
+def _release(w: _Worker) -> None:
+    with _pool_lock:
+        _idle.append(w)
+
+
+def warmup() -> None:
+    """Start one worker now so that the first verification does not wait for imports."""
+    if _MODE == "process" and os.name == "posix":
+        w = _acquire()
+        if w is not None:
+            _release(w)
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop all idle workers (also run at interpreter exit)."""
+    with _pool_lock:
+        workers, _idle[:] = list(_idle), []
+    for w in workers:
+        try:
+            w.proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        w.kill()
+
+
+def symbolic_equal(pairs: Sequence[tuple[str, str]], timeout: float) -> bool:
+    """True if any (reference, prediction) LaTeX pair is equivalent, decided within `timeout` s.
+
+    A timeout or any failure counts as not equal.
+    """
+    if not pairs or timeout <= 0:
+        return False
+    worker = _acquire() if (_MODE == "process" and os.name == "posix") else None
+    if worker is None:
+        return _inline(pairs, timeout)
+    start = time.monotonic()
+    budget = max(0.05, min(0.8 * timeout, timeout - 0.2))
+    verdict = worker.request(pairs, budget, start + timeout)
+    if verdict is None:
+        worker.kill()
+        return False
+    _release(worker)
+    return verdict
+
+
+if __name__ == "__main__":
+    _worker_main()
