@@ -1,0 +1,68 @@
+import json
+
+import pytest
+
+from rcea.config import METHODS, SCALES, ConfigError, load_config, parse_override
+
+
+def test_every_setting_is_tagged_and_scales_load():
+    for scale in SCALES:
+        cfg = load_config(scale)
+        assert cfg.keys(), scale
+        for key in cfg.keys():
+            assert cfg.status(key) in ("S", "R", "C"), key
+
+
+def test_paper_values_survive_on_real_scales():
+    cfg3, cfg7 = load_config("3b"), load_config("7b")
+    assert cfg3["train.lora_rank"] == 32 and cfg3["train.lora_alpha"] == 64
+    assert cfg3["data.max_prompt_tokens"] == 204 and cfg3["data.draw_size"] == 8000
+    assert cfg3["train.per_device_batch"] * cfg3["train.grad_accum"] == 64
+    assert cfg7["train.per_device_batch"] * cfg7["train.grad_accum"] == 32
+    assert cfg3.status("train.learning_rate") == "C" and cfg3.status("train.lora_rank") == "S"
+    assert sum(cfg3["probe.composition"].values()) == cfg3["probe.n_questions"] == 200
+
+
+@pytest.mark.parametrize("scale,method,overrides,needle", [
+    ("huge", None, (), "valid scales: tiny, 3b, 7b"),
+    ("tiny", "ppo", (), "valid methods: " + ", ".join(METHODS)),
+    ("tiny", None, ("train.lr=1",), "valid keys in [train]"),
+    ("tiny", None, ("nosection.x=1",), "valid sections"),
+    ("tiny", None, ("train.max_steps=abc",), "must be int"),
+    ("tiny", None, ("train.use_vllm=1",), "must be bool"),
+    ("tiny", None, ("train.max_steps",), "section.key=value"),
+])
+def test_bad_configuration_names_the_valid_choices(scale, method, overrides, needle):
+    with pytest.raises(ConfigError) as err:
+        load_config(scale, method, overrides)
+    assert needle in str(err.value)
+
+
+def test_overrides_are_typed_and_keep_status():
+    cfg = load_config("tiny", "grpo", ["train.learning_rate=3", "eval.benchmarks=['amc23']"])
+    assert cfg["train.learning_rate"] == 3.0 and isinstance(cfg["train.learning_rate"], float)
+    assert cfg["eval.benchmarks"] == ["amc23"]
+    assert parse_override("a.b = word") == ("a.b", "word")
+
+
+def test_scale_file_with_unknown_key_is_refused(tmp_path):
+    (tmp_path / "scales").mkdir()
+    from rcea.paths import configs_dir
+    (tmp_path / "base.toml").write_text((configs_dir() / "base.toml").read_text())
+    (tmp_path / "scales" / "tiny.toml").write_text("[train]\nlearnin_rate = 1.0\n")
+    with pytest.raises(ConfigError, match="tiny.toml.*valid keys in \\[train\\]"):
+        load_config("tiny", root=tmp_path)
+
+
+def test_write_copies_verbatim_and_refuses_a_different_config(tmp_path):
+    cfg = load_config("tiny", "grpo")
+    cfg.write(tmp_path)
+    from rcea.paths import configs_dir
+    assert (tmp_path / "config" / "base.toml").read_text() == (configs_dir() / "base.toml").read_text()
+    resolved = json.loads((tmp_path / "config" / "resolved.json").read_text())
+    assert resolved["hash"] == cfg.hash() and resolved["settings"]["train.seed"]["status"] == "S"
+    cfg.write(tmp_path)  # same configuration: fine
+    other = load_config("tiny", "grpo", ["train.seed=7"])
+    assert other.hash() != cfg.hash()
+    with pytest.raises(ConfigError, match="different configuration"):
+        other.write(tmp_path)
