@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1.7
+# Aggregation image: slim Python 3.11, no CUDA and no torch; lockfiles/aggregate.txt, the rcea and
+# aggregate packages. CPU only: reads data/infer/<scale>/tables, writes data/results/<scale>.
+# Build: invoke build --role aggregate   (docker compose build aggregate; UID/GID come from .env)
+# Pin the bases by digest (`@sha256:...`) at the first real build; the digest cannot be looked up offline.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.13.9
+
+FROM ${UV_IMAGE} AS uv
+
+FROM ${PYTHON_IMAGE}
+ARG APP_UID=1000
+ARG APP_GID=1000
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_NO_CACHE=1 \
+    VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH \
+    PYTHONPATH=/workspace RCEA_DATA=/workspace/data \
+    HOME=/home/rcea USER=rcea PYTHONUNBUFFERED=1
+COPY --from=uv /uv /usr/local/bin/uv
+
+# The locked environment: hashes required, no resolution, wheels only.
+RUN uv venv --python /usr/local/bin/python3.11 /opt/venv
+COPY lockfiles/aggregate.txt /tmp/aggregate.txt
+RUN uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/aggregate.txt \
+ && uv pip check && rm /tmp/aggregate.txt
+
+# A numeric non-root user (the host's UID/GID, so bind mounts and named volumes stay writable).
+RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 1; fi \
+ && (getent group "${APP_GID}" || groupadd --gid "${APP_GID}" rcea) \
+ && useradd --non-unique --uid "${APP_UID}" --gid "${APP_GID}" --home-dir /home/rcea --create-home rcea \
+ && mkdir -p /workspace/data \
+ && chown -R "${APP_UID}:${APP_GID}" /workspace
+
+WORKDIR /workspace
+COPY rcea /workspace/rcea
+COPY aggregate /workspace/aggregate
+COPY configs /workspace/configs
+USER ${APP_UID}:${APP_GID}
+# Aggregation is a batch job and serves nothing, so there is nothing for a health check to probe.
+HEALTHCHECK NONE
+CMD ["python", "-m", "aggregate", "--help"]
