@@ -1,0 +1,118 @@
+"""Covariance diagnostics (diagnostics.md sections 5-6; paper Eq. (10), Figure 6, Tables 2, A7, A8).
+
+* ``covariance_prediction``: first-order entropy change -Cov_{a~pi}(log pi(a), dz(a)) at one prefix.
+* ``fit_summary``: agreement of predicted P and observed O over transitions (Table A7).
+* ``grpo_advantage`` / ``covariance_proxy``: chosen-token proxy cov_i = (A_i - mean A)(l_i - mean l)
+  with batch-pooled token means (A11).
+* ``q99_share`` (ties retained, Table 2) and ``rank_budget_share`` (equal count, Table A8).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = np.asarray(z, dtype=np.float64)
+    m = z.max(axis=-1, keepdims=True)
+    return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
+
+
+def entropy_from_logits(z: np.ndarray) -> np.ndarray:
+    """H(softmax z) in nats over the last axis, fp64."""
+    lp = _log_softmax(z)
+    return -(np.exp(lp) * lp).sum(axis=-1)
+
+
+def covariance_prediction(z_from: np.ndarray, z_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pred, obs) per prefix for logits (..., V) of checkpoints t and t+50 (Eq. (10), section 5).
+
+    pred = -sum_a pi_a l_a dz_a + (sum_a pi_a l_a)(sum_a pi_a dz_a), pi and l from z_from;
+    obs = H(softmax z_to) - H(softmax z_from). Invariant to adding a constant to dz.
+    """
+    lp = _log_softmax(z_from)
+    pi = np.exp(lp)
+    dz = np.asarray(z_to, dtype=np.float64) - np.asarray(z_from, dtype=np.float64)
+    pred = -(pi * lp * dz).sum(-1) + (pi * lp).sum(-1) * (pi * dz).sum(-1)
+    obs = entropy_from_logits(z_to) - entropy_from_logits(z_from)
+    return pred, obs
+
+
+def fit_summary(P: np.ndarray, O: np.ndarray) -> dict[str, float | int]:
+    """Sign agreement, Spearman (average ranks), Pearson, OLS of O on P (slope, intercept, R^2 = r^2),
+    identity-line R^2, median |P-O| and median |P-O|/|O| (O = 0 skipped and counted) (A10)."""
+    from scipy import stats
+
+    P = np.asarray(P, dtype=np.float64)
+    O = np.asarray(O, dtype=np.float64)
+    ok = ~np.isnan(P) & ~np.isnan(O)
+    P, O = P[ok], O[ok]
+    n = int(P.size)
+    nan = float("nan")
+    out: dict[str, float | int] = {"n": n, "sign_agreement": nan, "spearman": nan, "pearson": nan, "slope": nan,
+                                   "intercept": nan, "r2": nan, "r2_identity": nan, "median_abs_error": nan,
+                                   "median_rel_error": nan, "rel_error_skipped": 0}
+    if n == 0:
+        return out
+    err = np.abs(P - O)
+    nz = O != 0
+    out.update(sign_agreement=float(np.mean(np.sign(P) == np.sign(O))), median_abs_error=float(np.median(err)),
+               rel_error_skipped=int((~nz).sum()),
+               median_rel_error=float(np.median(err[nz] / np.abs(O[nz]))) if nz.any() else nan)
+    if n >= 3 and np.ptp(P) > 0 and np.ptp(O) > 0:
+        lr = stats.linregress(P, O)
+        ss_tot = float(((O - O.mean()) ** 2).sum())
+        out.update(spearman=float(stats.spearmanr(P, O).statistic), pearson=float(lr.rvalue),
+                   slope=float(lr.slope), intercept=float(lr.intercept), r2=float(lr.rvalue**2),
+                   r2_identity=float(1 - ((O - P) ** 2).sum() / ss_tot))
+    return out
+
+
+def grpo_advantage(reward: np.ndarray, group: np.ndarray, eps: float = 1e-4, n_groups: int | None = None) -> np.ndarray:
+    """Per-trajectory GRPO advantage (r - mean_g) / (std_g(ddof=1) + eps); 0 when c in {0, G} (A11)."""
+    r = np.asarray(reward, dtype=np.float64)
+    g = np.asarray(group, dtype=np.int64)
+    G = int(n_groups if n_groups is not None else (g.max() + 1 if g.size else 0))
+    cnt = np.bincount(g, minlength=G).astype(np.float64)
+    mean = np.bincount(g, weights=r, minlength=G) / np.maximum(cnt, 1)
+    ss = np.bincount(g, weights=(r - mean[g]) ** 2, minlength=G)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        std = np.where(cnt > 1, np.sqrt(ss / (cnt - 1)), 0.0)
+    return (r - mean[g]) / (std[g] + eps)
+
+
+def covariance_proxy(advantage: np.ndarray, logprob: np.ndarray) -> np.ndarray:
+    """cov_i = (A_i - mean A)(l_i - mean l) with means over every token of the batch (section 6)."""
+    A = np.asarray(advantage, dtype=np.float64)
+    lp = np.asarray(logprob, dtype=np.float64)
+    return (A - A.mean()) * (lp - lp.mean())
+
+
+def q99_share(cov: np.ndarray, q: float = 0.99, method: str = "linear") -> dict[str, float | int]:
+    """Within-stratum tail share with ties retained: T = {cov >= quantile(cov, q)};
+    share = sum_T max(cov,0) / sum max(cov,0) (NaN without positive mass); also |T|/|S| (Table 2)."""
+    c = np.asarray(cov, dtype=np.float64)
+    nan = float("nan")
+    if c.size == 0:
+        return {"share": nan, "selected_fraction": nan, "cutoff": nan, "n": 0}
+    cut = float(np.quantile(c, q, method=method))
+    sel = c >= cut
+    pos = np.maximum(c, 0.0)
+    total = float(pos.sum())
+    return {"share": float(pos[sel].sum() / total) if total > 0 else nan,
+            "selected_fraction": float(sel.mean()), "cutoff": cut, "n": int(c.size)}
+
+
+def rank_budget_share(cov: np.ndarray, budget: float) -> dict[str, float | int]:
+    """Top-k share with k = max(1, floor(budget * n)) (Table A8); independent of tie-breaking."""
+    c = np.asarray(cov, dtype=np.float64)
+    n = c.size
+    if n == 0:
+        return {"share": float("nan"), "k": 0}
+    k = max(1, math.floor(budget * n + 1e-9))
+    pos = np.maximum(c, 0.0)
+    total = float(pos.sum())
+    top = np.partition(pos, n - k)[n - k :]
+    return {"share": float(top.sum() / total) if total > 0 else float("nan"), "k": int(k)}

@@ -1,0 +1,97 @@
+"""Aggregation settings: every default of the role, written once (diagnostics.md section 13, A1-A16).
+
+Until ``rcea.config.load_config(scale)`` provides the ``[aggregate]`` section, these defaults are the
+single source; the CLI overrides individual fields (``AggregateSettings.replace``).
+Status tags: [S] stated by the paper, [R] reconstructed, [C] our choice (diagnostics.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AggregateSettings:
+    """Settings of the aggregation role."""
+
+    bootstrap_resamples: int = 10_000
+    """[S] resamples for every bootstrap interval (paired ratio, retention)."""
+    bootstrap_seed: int = 2027
+    """[C] seed of the bootstrap generators (the paper gives none)."""
+    ci_level: float = 95.0
+    """[S] percentile interval width, in percent."""
+    min_k_r: int = 8
+    """[S] a reward-conditioned quantity is reported only if K_r >= min_k_r (lower it for tiny runs)."""
+    rarefaction_seed: int = 2030
+    """[S] seed of the frozen rarefaction draws; keyed per (question, checkpoint) (A7)."""
+    rarefaction_draws: int = 100
+    """[C] R, subsample draws per rarefied effective-mode count (A7)."""
+    min_mode_m: int = 8
+    """[C] m_min: a (question, checkpoint) pair is retention-eligible iff min(n_base, n_c) >= m_min (A7)."""
+    uncertain_labels: tuple[str, ...] = ("uncertain",)
+    """[S] mode labels excluded from the mode population."""
+    q99_quantile: float = 0.99
+    """[S] within-stratum cutoff quantile of the chosen-token covariance proxy."""
+    quantile_method: str = "linear"
+    """[C] numpy quantile method (Hyndman-Fan type 7) (A12)."""
+    rank_budgets: tuple[float, ...] = (0.01, 0.025, 0.05)
+    """[S] equal-count upper-tail budgets of Table A8."""
+    advantage_eps: float = 1e-4
+    """[R] GRPO advantage denominator epsilon (A11)."""
+    pass_k: int = 64
+    """[S] k of the reported pass@k (MATH500 pass@64)."""
+    failure_benchmark: str = "math500"
+    """[S] benchmark of the dense greedy trace the failure detector reads."""
+    failure_peak_min: float = 0.30
+    """[S] detector: peak accuracy >= this."""
+    failure_end_max: float = 0.05
+    """[S] detector: endpoint accuracy <= this."""
+    failure_drop_min: float = 0.30
+    """[S] detector: peak - endpoint >= this."""
+    base_method: str = "base"
+    """[schema] ``method`` value of the untrained policy."""
+    steps_per_epoch: dict[str, int] = field(default_factory=lambda: {"3B": 4000, "7B": 8000})
+    """[R] raw steps in one epoch per scale; other scales use the largest step seen."""
+    smoothing_window: int = 5
+    """[C] centred moving-average window for plotted traces (visual only)."""
+    benchmark_order: tuple[str, ...] = ("aime24", "aime25", "math500", "amc23", "minerva")
+    """[S] Table 1 column order (normalised benchmark names)."""
+
+    def replace(self, **changes: Any) -> "AggregateSettings":
+        """Return a copy with ``changes`` applied; unknown keys raise ValueError naming the valid ones."""
+        valid = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - valid)
+        if unknown:
+            raise ValueError(f"unknown aggregate setting(s) {unknown}; valid: {sorted(valid)}")
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict (for summary.json provenance)."""
+        return dataclasses.asdict(self)
+
+
+def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettings:
+    """Project settings: ``rcea.config.load_config(scale)['aggregate']`` when available, else defaults.
+
+    ``overrides`` (e.g. from the CLI; None values ignored) take precedence.
+    """
+    base = AggregateSettings()
+    if scale is not None:
+        try:  # the lead's config loader; absent until wired
+            from rcea.config import load_config  # type: ignore
+        except ImportError:
+            load_config = None
+        if load_config is not None:
+            cfg = load_config(scale)
+            section = cfg.get("aggregate", {}) if isinstance(cfg, dict) else getattr(cfg, "aggregate", {})
+            if not isinstance(section, dict):
+                section = dataclasses.asdict(section) if dataclasses.is_dataclass(section) else vars(section)
+            valid = {f.name for f in dataclasses.fields(base)}
+            known = {k: v for k, v in section.items() if k in valid}
+            for key in ("uncertain_labels", "rank_budgets", "benchmark_order"):
+                if key in known:
+                    known[key] = tuple(known[key])
+            base = base.replace(**known)
+    return base.replace(**overrides)
