@@ -1,0 +1,189 @@
+"""Objectives against the spec oracles (objectives.md section 9), edge cases and equivalences."""
+
+import math
+
+import pytest
+import torch
+
+from tests.train.batches import oracle_batch
+from train.objectives import NAMES, batch_loss, default_settings, get
+from train.objectives.archer import high_entropy_tokens
+from train.objectives.clip_cov import centred_cov
+from train.objectives.common import group_advantages, overlong_penalty
+from train.objectives.ep_grpo import bucket_zscores, progress_buckets
+from train.objectives.gtpo import conflict_weights, mean_completion_entropy
+
+ORACLES = [  # (name, settings, loss) from objectives.md section 9
+    ("grpo", {}, -0.0175781),
+    ("dapo", {}, -0.1881964),
+    ("dapo", {"dynamic_sampling": False}, -0.0855438),
+    ("clip_cov", {"clip_cov_lb": 0.1, "clip_cov_ub": 5.0, "clip_cov_ratio": 0.5}, -0.0128332),
+    ("clip_cov", {}, -0.0804019),
+    ("kl_cov", {"ppo_kl_coef": 0.5, "kl_cov_ratio": 0.2}, -0.0779143),
+    ("gtpo", {}, -0.1685493),
+    ("gtpo", {"loss_type": "gtpo_code"}, -0.6741972),
+    ("gtpo", {"clip_ratio": False}, -0.1797773),
+    ("ep_grpo", {}, 0.0292940),
+    ("archer", {}, -0.0887042),
+]
+
+
+@pytest.mark.parametrize("name,settings,expected", ORACLES)
+def test_spec_oracle_losses(oracle, name, settings, expected):
+    loss, _ = batch_loss(name, oracle, **settings)
+    assert float(loss) == pytest.approx(expected, abs=1e-6)
+
+
+def test_registry_lists_valid_names():
+    assert set(NAMES) == {"grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer"}
+    with pytest.raises(KeyError, match="valid: grpo, dapo"):
+        get("ppo")
+    with pytest.raises(KeyError, match="no setting 'eps'"):
+        batch_loss("grpo", oracle_batch(), eps=0.1)
+
+
+def test_reproduction_defaults_match_decisions():
+    assert default_settings("dapo")["epsilon_high"] == 0.28
+    assert default_settings("kl_cov")["kl_cov_ratio"] == 2e-3 and default_settings("kl_cov")["ppo_kl_coef"] == 0.5
+    assert default_settings("clip_cov")["clip_cov_ratio"] == 2e-4
+    ep = default_settings("ep_grpo")
+    assert (ep["num_buckets"], ep["gate_coef"], ep["progress_weight"], ep["process_scale"]) == (10, 3.0, 0.2, 1.0)
+    assert default_settings("gtpo")["ent_threshold"] == pytest.approx(math.log(2))
+    ar = default_settings("archer")
+    assert (ar["epsilon"], ar["epsilon_high_entropy"], ar["kl_loss_coef"]) == (0.2, 0.5, 0.001)
+
+
+def test_trl_advantages_and_overlong(oracle):
+    adv = group_advantages(oracle["rewards"], oracle["group_ids"])
+    assert adv.tolist() == pytest.approx([0.707007, -0.707007, 0, 0], abs=1e-6)
+    pen = overlong_penalty(torch.tensor([700.0, 800, 900, 1000, 1100]), 1000, 0.2)
+    assert pen.tolist() == pytest.approx([0, 0, -0.5, -1, -1])
+
+
+def test_gtpo_intermediates(oracle):
+    m = oracle["mask"]
+    h = ((oracle["entropy"] * m).sum(-1) / m.sum(-1)).tolist()
+    assert h == pytest.approx([0.6, 0.8, 0.4833333, 0.6333333], abs=1e-6)
+    assert mean_completion_entropy(oracle["entropy"], m) == pytest.approx(0.6291667, abs=1e-6)
+    adv = group_advantages(oracle["rewards"], oracle["group_ids"], "none")
+    lam, n_conf = conflict_weights(oracle["completion_ids"], m, adv, oracle["group_ids"], 2.0)
+    assert lam[0].tolist() == [2, 1, 2] and lam[1].tolist() == [0, 0, 0]
+    assert lam[2].tolist() == [1, 1, 1] and n_conf.tolist() == [1, 1, 0, 0]
+    _, metrics = batch_loss("gtpo", oracle)
+    assert metrics["gtpo/delta_mean"] == 0.75  # delta = [1, 0, 1, 1]
+
+
+def test_gtpo_prefix_and_suffix_overlap_gives_four():
+    ids = torch.tensor([[3, 3], [3, 3]])
+    lam, _ = conflict_weights(ids, torch.ones(2, 2), torch.tensor([1.0, -1.0]), torch.tensor([0, 0]), 2.0)
+    assert lam[0].tolist() == [4, 4] and lam[1].tolist() == [0, 0]
+
+
+def test_archer_intermediates(oracle):
+    high, tau = high_entropy_tokens(oracle["entropy"], oracle["mask"], 0.8)
+    assert tau.tolist() == pytest.approx([0.98, 1.04, 0.76, 0.96], abs=1e-6)
+    assert sorted(map(tuple, high.nonzero().tolist())) == [(0, 1), (1, 0), (2, 1), (3, 2)]
+
+
+def test_ep_grpo_intermediates(oracle):
+    b = progress_buckets(oracle["old_entropy"], oracle["mask"], 10)
+    assert b.tolist() == [[1, 9, 9], [7, 9, 9], [0, 7, 9], [3, 3, 9]]
+    s = oracle["old_logp"] - oracle["ref_logp"]
+    z = bucket_zscores(s, b, oracle["mask"], oracle["group_ids"], 10, 1e-4)
+    assert float(z[2, 2]) == pytest.approx(-0.999, abs=1e-3) and float(z[3, 2]) == pytest.approx(0.999, abs=1e-3)
+    prep = get("ep_grpo").prepare({**oracle}, default_settings("ep_grpo"))
+    assert float(prep["advantages"][2, 2]) == pytest.approx(-0.1998, abs=1e-4)
+    assert float(prep["advantages"][3, 2]) == pytest.approx(0.1998, abs=1e-4)
+
+
+def test_clip_cov_intermediate(oracle):
+    adv = group_advantages(oracle["rewards"], oracle["group_ids"])
+    cov = centred_cov(adv, oracle["logp"], oracle["mask"])
+    assert float(cov[0, 2]) == pytest.approx(0.4032, abs=1e-4)
+    _, m = batch_loss("clip_cov", oracle, clip_cov_lb=0.1, clip_cov_ratio=0.5)
+    assert m["clip_cov/candidates"] == 2 and m["cov_selected_frac"] == pytest.approx(2 / 11)
+
+
+def test_kl_cov_selects_top_k(oracle):
+    _, m = batch_loss("kl_cov", oracle, kl_cov_ratio=0.2)
+    assert m["cov_selected_frac"] == pytest.approx(2 / 11)
+
+
+# ---- edge cases -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_all_equal_rewards_give_zero_policy_gradient(oracle, name):
+    b = {k: v.clone() for k, v in oracle.items()}
+    b["rewards"] = torch.ones(4)
+    b["logp"] = b["logp"].clone().requires_grad_(True)
+    loss, _ = batch_loss(name, b)
+    assert torch.isfinite(loss)
+    if name in ("grpo", "dapo", "clip_cov"):  # KL-Cov's |log-ratio| penalty acts even at A = 0
+        loss.backward() if loss.requires_grad else None
+        grad = b["logp"].grad
+        assert grad is None or float(grad.abs().max()) == 0.0
+
+
+def test_ep_grpo_keeps_gradient_in_zero_variance_groups(oracle):
+    b = {**oracle, "rewards": torch.ones(4), "logp": oracle["logp"].clone().requires_grad_(True)}
+    loss, _ = batch_loss("ep_grpo", b)
+    loss.backward()
+    assert float(b["logp"].grad.abs().max()) > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_empty_masks_and_one_token_completions(name):
+    from tests.train.batches import random_batch
+
+    b = random_batch(5, T_max=1)  # every completion is one token long
+    loss, _ = batch_loss(name, b)
+    assert torch.isfinite(loss)
+    b = random_batch(6)
+    b["mask"] = torch.zeros_like(b["mask"])
+    loss, _ = batch_loss(name, b)
+    assert float(loss) == 0.0
+
+
+def test_clip_cov_without_candidate_equals_ppo_tok(oracle):
+    cc, m = batch_loss("clip_cov", oracle)  # defaults: no candidate in (1, 5)
+    assert m["cov_selected_frac"] == 0
+    ppo, _ = batch_loss("grpo", oracle, loss_type="dapo")
+    assert float(cc) == pytest.approx(float(ppo), abs=1e-12)
+
+
+def test_archer_without_entropy_split_or_kl_equals_grpo_tok():
+    from tests.train.batches import random_batch
+
+    for seed in range(5):
+        b = random_batch(seed)
+        a, _ = batch_loss("archer", b, epsilon_high_entropy=0.2, kl_loss_coef=0.0, clip_ratio_c=1e9)
+        g, _ = batch_loss("grpo", b, loss_type="dapo")
+        assert float(a) == pytest.approx(float(g), abs=1e-12)
+
+
+def test_ep_grpo_without_process_or_gate_equals_grpo():
+    from tests.train.batches import random_batch
+
+    b = random_batch(3)
+    e, _ = batch_loss("ep_grpo", b, progress_weight=0.0, gate_coef=0.0)
+    g, _ = batch_loss("grpo", b)
+    assert float(e) == pytest.approx(float(g), abs=1e-12)
+
+
+def test_dapo_without_filter_or_shaping_equals_grpo_tok_with_clip_higher():
+    from tests.train.batches import random_batch
+
+    b = random_batch(4)
+    d, _ = batch_loss("dapo", b, dynamic_sampling=False)
+    g, _ = batch_loss("grpo", b, loss_type="dapo", epsilon_high=0.28)
+    assert float(d) == pytest.approx(float(g), abs=1e-12)
+
+
+def test_clip_cov_draws_exactly_n_candidates():
+    from tests.train.batches import random_batch
+
+    b = random_batch(11, groups=6, T_max=20)
+    _, m = batch_loss("clip_cov", b, clip_cov_lb=-10.0, clip_cov_ub=10.0, clip_cov_ratio=0.1)
+    n_valid = int(b["mask"].sum())
+    assert m["cov_selected_frac"] * n_valid == pytest.approx(max(int(0.1 * n_valid), 1))

@@ -1,0 +1,30 @@
+"""DAPO (Yu et al., arXiv 2503.14476): clip-higher, TOK aggregation, dynamic sampling, overlong shaping.
+
+l = -min(rho A, clip(rho, 1 - 0.2, 1 + 0.28) A); A group-normalised on R_i = verifier_i + R_len(|o_i|);
+groups whose verifier rewards are all equal are dropped (`keep` = False; the trainer refills them from
+fresh prompts, batch_loss simply drops them). No KL.
+"""
+
+from __future__ import annotations
+
+from train.objectives import register
+from train.objectives.common import completion_lengths, mixed_groups, overlong_penalty
+from train.objectives.grpo import standard_prepare, token_loss as grpo_token_loss
+
+
+def prepare(rollout: dict, s: dict) -> dict:
+    lengths = completion_lengths(rollout["mask"])  # (B,)
+    shaped = rollout["rewards"].double() + overlong_penalty(
+        lengths, s["max_completion_length"], s["overlong_buffer_ratio"], s["overlong_penalty_factor"]
+    )
+    out = standard_prepare(rollout, s, rewards=shaped)
+    if s["dynamic_sampling"]:
+        out["keep"] = mixed_groups(rollout["rewards"], rollout["group_ids"])
+    out["metrics"]["dapo/frac_kept"] = float(out["keep"].float().mean())
+    out["metrics"]["dapo/overlong_penalty_mean"] = float((shaped - rollout["rewards"].double()).mean())
+    return out
+
+
+@register("dapo", filters_groups=True)
+def token_loss(tb: dict, s: dict):
+    return grpo_token_loss(tb, s)
