@@ -1,0 +1,206 @@
+"""tasks.py: every task's exact command (via Invoke's dry run), argument validation, no-Docker behaviour."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from invoke import Config, Context, MockContext, Result
+from invoke.exceptions import Exit
+
+import tasks
+
+ROOT = Path(tasks.__file__).resolve().parent
+LOCAL = {"train": ".envs/train/bin/python", "infer": ".envs/infer/bin/python",
+         "aggregate": ".envs/aggregate/bin/python"}
+
+
+@pytest.fixture
+def dry():
+    return Context(Config(overrides={"run": {"dry": True, "echo_format": "{command}"}}))
+
+
+def dry_lines(capsys, task, c, **kwargs):
+    task(c, **kwargs)
+    return [ln for ln in capsys.readouterr().out.splitlines() if ln and not ln.startswith(("#", "==="))]
+
+
+EXPECTED = [  # (task, kwargs, exact command lines)
+    ("prepare", {"scale": "tiny"}, [f"{LOCAL['train']} -m rcea.prepare --scale tiny"]),
+    ("prepare", {"scale": "7b"}, ["docker compose run --rm train python -m rcea.prepare --scale 7b"]),
+    ("train", {"method": "kl_cov", "scale": "3b"},
+     ["docker compose run --rm train python -m train --method kl_cov --scale 3b"]),
+    ("train", {"method": "grpo", "scale": "tiny", "max_steps": 2, "resume": True,
+               "override": ["optim.lr=1e-6", "rollout.n=4"]},
+     [f"{LOCAL['train']} -m train --method grpo --scale tiny --max-steps 2 --resume "
+      "--override optim.lr=1e-6 --override rollout.n=4"]),
+    ("train", {"method": "archer", "scale": "7b", "override": ["note=a b"]},
+     ["docker compose run --rm train python -m train --method archer --scale 7b --override 'note=a b'"]),
+    ("infer", {"scale": "tiny", "method": "dapo", "what": "passk"},
+     [f"{LOCAL['infer']} -m infer enqueue --scale tiny --method dapo --what passk"]),
+    ("infer", {"scale": "3b", "method": "clip_cov", "what": "all"},
+     ["docker compose run --rm infer-cli python -m infer enqueue --scale 3b --method clip_cov --what all"]),
+    ("workers", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty"]),
+    ("workers", {"scale": "3b", "num_workers": 8},
+     ["env RCEA_SCALE=3b NUM_WORKERS=8 docker compose --profile infer up -d " +
+      " ".join(f"infer-worker-{i}" for i in range(8))]),
+    ("workers", {"scale": "7b", "num_workers": 3},
+     ["env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up -d "
+      "infer-worker-0 infer-worker-1 infer-worker-2"]),
+    ("status", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer status --scale tiny"]),
+    ("status", {"scale": "7b"}, ["docker compose run --rm infer-cli python -m infer status --scale 7b"]),
+    ("judge", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer.judge run --scale tiny"]),
+    ("judge", {"scale": "3b"}, ["docker compose --profile judge up -d --wait judge",
+                                "docker compose run --rm infer-cli python -m infer.judge run --scale 3b"]),
+    ("aggregate", {"scale": "tiny"},
+     [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny"]),
+    ("aggregate", {"scale": "3b"},
+     ["docker compose run --rm aggregate python -m aggregate --input data/infer/3b/tables "
+      "--output data/results/3b"]),
+    ("build", {}, ["docker compose build train infer-cli aggregate"]),
+    ("build", {"role": "infer"}, ["docker compose build infer-cli"]),
+    ("bootstrap", {}, ["scripts/bootstrap"]),
+    ("bootstrap", {"role": "train"}, ["scripts/bootstrap train"]),
+    ("test", {}, ["scripts/test"]),
+    ("test", {"args": "-x -k verify"}, ["scripts/test -x -k verify"]),
+    ("lock", {"name": "train"},
+     [".envs/tools/bin/uv --directory lockfiles pip compile train.in -o train.txt --python-version 3.11 "
+      "--only-binary :all: --generate-hashes --no-header --python-platform x86_64-manylinux_2_35 "
+      "--exclude-newer 2026-02-28"]),
+    ("lock", {"name": "aggregate"},
+     [".envs/tools/bin/uv --directory lockfiles pip compile aggregate.in -o aggregate.txt --python-version 3.11 "
+      "--only-binary :all: --generate-hashes --no-header --python-platform x86_64-manylinux_2_28 "
+      "--exclude-newer 2026-06-16"]),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,expected", EXPECTED, ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(EXPECTED)])
+def test_dry_run_prints_the_exact_command(capsys, dry, name, kwargs, expected):
+    assert dry_lines(capsys, getattr(tasks, name), dry, **kwargs) == expected
+
+
+def test_lock_of_a_cpu_twin_constrains_it_by_its_gpu_lock(capsys, dry, monkeypatch):
+    monkeypatch.setenv("RCEA_FIND_LINKS", "wheels-dir")
+    tasks.lock(dry, name="infer-cpu")
+    out = capsys.readouterr().out.splitlines()
+    constraints = tasks.constraints_path("infer")
+    assert out[0].startswith(f"# constraints: {constraints} <- lockfiles/infer.txt")
+    assert out[1] == (f".envs/tools/bin/uv --directory lockfiles pip compile infer-cpu.in -o infer-cpu.txt "
+                      f"-c {constraints} --python-version 3.11 --only-binary :all: --generate-hashes "
+                      "--no-header --python-platform x86_64-manylinux_2_35 --exclude-newer 2026-12-01 "
+                      "--find-links wheels-dir")
+
+
+def test_lock_all_compiles_every_gpu_lock_before_its_cpu_twin(capsys, dry, monkeypatch):
+    monkeypatch.setenv("RCEA_FIND_LINKS", "w")
+    tasks.lock(dry)
+    order = re.findall(r"pip compile (\S+)\.in", capsys.readouterr().out)
+    assert sorted(order) == sorted(p.stem for p in (ROOT / "lockfiles").glob("*.in"))
+    assert order.index("train") < order.index("train-cpu") and order.index("infer") < order.index("infer-cpu")
+
+
+def test_demo_runs_every_stage_in_order(capsys, dry):
+    tasks.demo(dry, quick=True, methods="grpo,kl_cov")
+    out = capsys.readouterr().out
+    banners = re.findall(r"^=== \[(\d)/(\d)\] (.+?)  \(\+\d+s\)$", out, re.M)
+    assert [b[2] for b in banners] == ["prepare", "train grpo", "train kl_cov", "enqueue base", "enqueue grpo",
+                                       "enqueue kl_cov", "workers", "aggregate"]
+    assert f"{LOCAL['train']} -m train --method kl_cov --scale tiny --max-steps 2" in out.splitlines()
+    assert "docker" not in out  # the demo is tiny: it never needs Docker
+
+
+def test_cli_dry_flag_prints_the_compose_line():
+    """The real `invoke --dry` core flag, end to end, from the tools environment."""
+    out = subprocess.run([sys.executable, "-m", "invoke", "--dry", "train", "--method", "kl_cov", "--scale", "3b"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert re.sub(r"\x1b\[[0-9;]*m", "", out).strip() == \
+        "docker compose run --rm train python -m train --method kl_cov --scale 3b"
+
+
+def test_tiny_really_runs_locally_not_in_docker():
+    c = MockContext(run={f"{LOCAL['train']} -m train --method gtpo --scale tiny": Result("ok")})
+    tasks.train(c, method="gtpo", scale="tiny")  # MockContext raises on any other command
+    c.run.assert_called_once()
+
+
+@pytest.mark.parametrize("name,kwargs,option", [
+    ("train", {"method": "ppo", "scale": "3b"}, "method"),
+    ("train", {"method": "grpo", "scale": "70b"}, "scale"),
+    ("infer", {"scale": "3b", "method": "grpo", "what": "everything"}, "what"),
+    ("infer", {"scale": "13b"}, "scale"),
+    ("workers", {"scale": "3b", "num_workers": 9}, "num-workers"),
+    ("status", {"scale": "big"}, "scale"),
+    ("judge", {"scale": "1b"}, "scale"),
+    ("aggregate", {"scale": "x"}, "scale"),
+    ("prepare", {"scale": "x"}, "scale"),
+    ("build", {"role": "judge"}, "role"),
+    ("lock", {"name": "gpu"}, "name"),
+    ("bootstrap", {"role": "nope"}, "role"),
+    ("demo", {"methods": "grpo,sft"}, "methods"),
+    ("train", {"method": "grpo", "scale": "tiny", "override": ["no-equals-sign"]}, "override"),
+])
+def test_invalid_arguments_stop_with_the_valid_choices(name, kwargs, option):
+    c = MockContext()  # no command may run
+    with pytest.raises(Exit) as e:
+        getattr(tasks, name)(c, **kwargs)
+    assert e.value.code == 2
+    assert f"invalid --{option}" in e.value.message
+    if option in ("method", "methods"):
+        assert "grpo, dapo, clip_cov, kl_cov, ep_grpo, gtpo, archer" in e.value.message
+    if option == "scale":
+        assert "valid choices: tiny, 3b, 7b" in e.value.message
+
+
+def test_real_scale_without_docker_says_so_and_what_to_run_instead(monkeypatch):
+    monkeypatch.setattr(tasks, "compose_available", lambda: False)
+    with pytest.raises(Exit) as e:
+        tasks.train(MockContext(), method="kl_cov", scale="3b")
+    assert e.value.code == 3
+    assert "no Docker engine or compose plugin" in e.value.message
+    assert "invoke train --method kl_cov --scale tiny" in e.value.message
+
+
+def test_real_scale_with_docker_writes_uid_gid_then_runs(monkeypatch):
+    monkeypatch.setattr(tasks, "compose_available", lambda: True)
+    monkeypatch.setattr(tasks, "engine_available", lambda: True)
+    written = {}
+    monkeypatch.setattr(tasks, "write_env_file", lambda values: written.update(values))
+    c = MockContext(run={"docker compose run --rm aggregate python -m aggregate --input data/infer/7b/tables "
+                         "--output data/results/7b": Result("")})
+    tasks.aggregate(c, scale="7b")
+    c.run.assert_called_once()
+    assert written == {"UID": str(__import__("os").getuid()), "GID": str(__import__("os").getgid())}
+
+
+def test_write_env_file_merges_and_keeps_other_keys(tmp_path):
+    env = tmp_path / ".env"
+    env.write_text("NUM_WORKERS=4\nUID=0\n")
+    tasks.write_env_file({"UID": "1234", "GID": "99"}, env)
+    assert env.read_text().splitlines() == ["NUM_WORKERS=4", "UID=1234", "GID=99"]
+
+
+def test_every_task_and_option_has_help():
+    found = {n: t for n, t in vars(tasks).items() if type(t).__name__ == "Task"}
+    assert {"train", "infer", "workers", "judge", "aggregate", "status", "build", "lock", "test", "demo",
+            "doctor", "prepare", "bootstrap"} <= set(found)
+    for name, t in found.items():
+        assert (t.__doc__ or "").strip(), f"task {name} has no docstring"
+        for arg in t.get_arguments():
+            assert arg.help, f"invoke {name} --{arg.name.replace('_', '-')} has no help text"
+
+
+def test_local_command_runs_each_module_in_its_own_environment():
+    assert tasks.local_command("rcea.prepare", ["--scale", "tiny"]) == \
+        [LOCAL["train"], "-m", "rcea.prepare", "--scale", "tiny"]
+    assert tasks.local_command("infer.judge", ["run"])[0] == LOCAL["infer"]
+    assert tasks.local_command("aggregate", [])[0] == LOCAL["aggregate"]
+    with pytest.raises(KeyError):
+        tasks.local_command("torch", [])
+
+
+def test_tasks_py_imports_no_heavy_or_role_package():
+    code = ("import sys, tasks; bad = {'torch', 'train', 'infer', 'aggregate', 'vllm', 'transformers'} "
+            "& set(sys.modules); sys.exit(', '.join(sorted(bad)) if bad else 0)")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
