@@ -1,0 +1,159 @@
+"""compose.yaml: schema-valid, eight distinct single-GPU workers, shared volumes, images built from docker/."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+import tasks
+
+ROOT = Path(tasks.__file__).resolve().parent
+WORKERS = [f"infer-worker-{i}" for i in range(8)]
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("RCEA_SHARED")
+    return Path(env) if env else ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((ROOT / "compose.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose):
+    return compose["services"]
+
+
+def gpu_requests(svc) -> list[dict]:
+    devices = svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+    return [d for d in devices if "gpu" in d.get("capabilities", [])]
+
+
+def schema_errors(doc) -> list[str]:
+    path = shared_dir() / "tools" / "compose-spec.json"
+    assert path.is_file(), (f"Compose schema not found at {path}; put the shared reference folder beside the "
+                            "project (../shared) or set RCEA_SHARED to it")
+    schema = json.loads(path.read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def test_compose_validates_against_the_pinned_schema(compose):
+    assert schema_errors(compose) == []
+
+
+def test_the_schema_check_catches_a_typo(compose):
+    broken = json.loads(json.dumps(compose))
+    broken["services"]["train"]["shm-size"] = "16g"  # the real key is shm_size
+    assert any("shm-size" in e for e in schema_errors(broken))
+
+
+def test_eight_distinct_single_gpu_workers(services):
+    assert [s for s in services if s.startswith("infer-worker-")] == WORKERS
+    ids = []
+    for name in WORKERS:
+        reqs = gpu_requests(services[name])
+        assert len(reqs) == 1 and len(reqs[0]["device_ids"]) == 1, f"{name} must reserve exactly one GPU"
+        ids.append(reqs[0]["device_ids"][0])
+        assert services[name]["environment"]["WORKER_RANK"] == name.rsplit("-", 1)[1]
+        assert services[name]["environment"]["NUM_WORKERS"] == "${NUM_WORKERS:-8}"
+        assert "CUDA_VISIBLE_DEVICES" not in services[name]["environment"], "hides the device in the container"
+        assert "replicas" not in services[name].get("deploy", {}), "replicas would all share one GPU"
+    assert ids == [str(i) for i in range(8)]
+
+
+def test_no_device_request_has_both_count_and_device_ids(services):
+    for name, svc in services.items():
+        for req in gpu_requests(svc):
+            assert ("count" in req) != ("device_ids" in req), f"{name}: set exactly one of count, device_ids"
+            assert req["driver"] == "nvidia"
+
+
+def test_train_and_judge_get_one_gpu_each(services):
+    for name in ("train", "judge"):
+        (req,) = gpu_requests(services[name])
+        assert len(req["device_ids"]) == 1
+
+
+def test_infer_workers_group_starts_all_eight_and_does_nothing_itself(services):
+    group = services["infer-workers"]
+    assert sorted(group["depends_on"]) == sorted(WORKERS)
+    assert not gpu_requests(group)
+    assert group["command"][:2] == ["python", "-c"]
+
+
+def test_bare_up_starts_nothing(services):
+    """Every service sits in a profile, so `docker compose up` alone starts nothing heavy."""
+    assert [n for n, s in services.items() if not s.get("profiles")] == []
+    for name in WORKERS + ["infer-workers"]:
+        assert services[name]["profiles"] == ["infer"]
+
+
+def test_gpu_services_share_memory_and_memlock(services):
+    for name, svc in services.items():
+        if gpu_requests(svc):
+            assert svc["ipc"] == "host", name
+            assert svc["ulimits"]["memlock"] == -1, name
+
+
+def test_shared_named_volumes_for_data_and_model_cache(compose, services):
+    assert {"data", "hf-cache"} <= set(compose["volumes"])
+    for name, svc in services.items():
+        if name == "infer-workers":
+            continue
+        mounts = dict(v.split(":", 1) for v in svc["volumes"])
+        assert mounts.get("data") == "/workspace/data", name
+        if name != "aggregate":
+            assert mounts.get("hf-cache") == "/cache/hf", name
+            assert svc["environment"]["HF_HOME"] == "/cache/hf", name
+
+
+def test_every_image_is_built_from_docker_dir(services):
+    built = {}
+    for name, svc in services.items():
+        if "build" in svc:
+            dockerfile = svc["build"]["dockerfile"]
+            assert dockerfile.startswith("docker/") and (ROOT / dockerfile).is_file(), f"{name}: {dockerfile}"
+            assert svc["build"]["context"] == "."
+            built[svc["image"]] = dockerfile
+    assert sorted(built.values()) == ["docker/aggregate.Dockerfile", "docker/infer.Dockerfile",
+                                      "docker/train.Dockerfile"]
+    for name, svc in services.items():
+        assert svc["image"] in built, f"{name} uses {svc['image']}, which no service builds from docker/"
+        assert not re.search(r":latest$", svc["image"])
+
+
+def test_services_run_as_the_host_user_never_root(services):
+    for name, svc in services.items():
+        assert svc["user"] == "${UID:-1000}:${GID:-1000}", name
+    for name, svc in services.items():
+        if "build" in svc:
+            assert svc["build"]["args"] == {"APP_UID": "${UID:-1000}", "APP_GID": "${GID:-1000}"}
+
+
+def test_judge_serves_vllm_with_a_health_check(services):
+    judge = services["judge"]
+    assert judge["command"][:2] == ["vllm", "serve"]
+    assert "8000" in judge["command"]
+    check = " ".join(judge["healthcheck"]["test"])
+    assert "localhost:8000/health" in check
+
+
+def test_no_secret_value_is_written_into_compose(services):
+    for name, svc in services.items():
+        for key, value in (svc.get("environment") or {}).items():
+            if re.search(r"(TOKEN|KEY|SECRET|PASSWORD)$", key):
+                assert re.fullmatch(r"\$\{[A-Z_]+:-\}", value), f"{name}.{key} must pass through from the host"
+
+
+def test_invoke_names_only_services_that_exist(services):
+    names = set(tasks.SERVICE_OF.values()) | set(tasks.BUILD_SERVICES.values())
+    names |= set(tasks.worker_services(tasks.MAX_WORKERS)) | {"judge"}
+    assert names <= set(services)
