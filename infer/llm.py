@@ -1,0 +1,221 @@
+"""OpenAI-compatible chat client with a response cache, retries and bounded concurrency.
+
+Every call goes through the `openai` client to the endpoint named in configuration (the judge's
+vLLM OpenAI server, or a remote API for the codebook model). Each response is cached on the shared
+volume under the SHA-256 of (model, messages, parameters, variant), one JSON file per call written
+atomically, so a rerun or a resumed run makes no repeated call. Timeouts, connection errors, 429
+and 5xx are retried with exponential backoff; other errors are returned (not cached) as failures.
+The API key comes from an environment variable or a secret file and is never logged or stored.
+
+WARNING: responses are untrusted model output. They are only ever parsed as JSON with size limits
+(`parse_json`), never evaluated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rcea.store import atomic_write_json
+
+MAX_RESPONSE_CHARS = 200_000  # longer responses are truncated before parsing
+MAX_JSON_CHARS = 50_000       # the JSON object itself must be smaller than this
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """One endpoint. Defaults mirror configs/base.toml [judge]; `from_config` reads the real values."""
+    model: str = "Qwen/Qwen3.5-9B"
+    base_url: str = "http://judge:8000/v1"
+    api_key_env: str = "RCEA_JUDGE_API_KEY"
+    api_key_file: str = ""
+    temperature: float = 0.0
+    seed: int = 2027
+    max_tokens: int = 1024
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    backoff_s: float = 1.0
+    progress: bool = True
+
+    @classmethod
+    def from_config(cls, cfg, section: str, **overrides: Any) -> "LLMSettings":
+        sec = cfg.section(section)
+        names = set(cls.__dataclass_fields__)
+        vals = {k: v for k, v in sec.items() if k in names}
+        vals.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**vals)
+
+    def params(self, seed: int | None = None) -> dict[str, Any]:
+        return {"temperature": self.temperature, "seed": self.seed if seed is None else seed,
+                "max_tokens": self.max_tokens}
+
+
+def api_key(settings: LLMSettings) -> str:
+    """The key from the environment variable or the secret file; "EMPTY" for a keyless local server."""
+    if settings.api_key_env and os.environ.get(settings.api_key_env):
+        return os.environ[settings.api_key_env]
+    if settings.api_key_file and Path(settings.api_key_file).is_file():
+        return Path(settings.api_key_file).read_text().strip()
+    return "EMPTY"
+
+
+@dataclass
+class Request:
+    messages: list[dict[str, str]]
+    params: dict[str, Any]
+    variant: str = ""  # part of the cache key only (e.g. assignment pass), never sent
+
+
+@dataclass
+class Response:
+    key: str
+    text: str | None
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None
+
+
+def request_key(model: str, req: Request) -> str:
+    blob = json.dumps({"model": model, "messages": req.messages, "params": req.params, "variant": req.variant},
+                      sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _transient(exc: Exception) -> bool:
+    import openai
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+                        openai.InternalServerError)):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status == 429 or status >= 500)
+
+
+@dataclass
+class LLMClient:
+    settings: LLMSettings
+    cache_dir: Path
+    calls: int = 0        # HTTP attempts made (including retries)
+    cache_hits: int = 0
+    failures: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _client: Any = field(default=None, repr=False)
+
+    def _openai(self):
+        if self._client is None:
+            import openai
+            self._client = openai.OpenAI(base_url=self.settings.base_url, api_key=api_key(self.settings),
+                                         timeout=self.settings.timeout_s, max_retries=0)
+        return self._client
+
+    def _path(self, key: str) -> Path:
+        return Path(self.cache_dir) / key[:2] / f"{key}.json"
+
+    def cached(self, req: Request) -> Response | None:
+        key = request_key(self.settings.model, req)
+        p = self._path(key)
+        if p.exists():
+            try:
+                rec = json.loads(p.read_text())
+                return Response(key, rec["text"], cached=True)
+            except (ValueError, KeyError):
+                return None  # a damaged cache file is re-requested
+        return None
+
+    def _call(self, req: Request) -> Response:
+        hit = self.cached(req)
+        key = request_key(self.settings.model, req)
+        if hit is not None:
+            with self._lock:
+                self.cache_hits += 1
+            return hit
+        last = "no attempt"
+        for attempt in range(self.settings.max_retries + 1):
+            with self._lock:
+                self.calls += 1
+            try:
+                out = self._openai().chat.completions.create(model=self.settings.model, messages=req.messages,
+                                                             **req.params)
+                text = (out.choices[0].message.content or "")[:MAX_RESPONSE_CHARS]
+                atomic_write_json(self._path(key), {
+                    "key": key, "model": self.settings.model, "params": req.params, "variant": req.variant,
+                    "messages_sha256": hashlib.sha256(json.dumps(req.messages, sort_keys=True).encode()).hexdigest(),
+                    "text": text, "finish_reason": out.choices[0].finish_reason, "attempts": attempt + 1})
+                return Response(key, text)
+            except Exception as exc:  # noqa: BLE001 - classified below
+                last = f"{type(exc).__name__}: {getattr(exc, 'status_code', '')}".strip()
+                if not _transient(exc) or attempt == self.settings.max_retries:
+                    break
+                time.sleep(self.settings.backoff_s * 2 ** attempt)
+        with self._lock:
+            self.failures += 1
+        return Response(key, None, error=last)
+
+    def complete_many(self, reqs: list[Request], desc: str = "llm") -> list[Response]:
+        """Responses in request order; identical requests are made once."""
+        from tqdm import tqdm
+
+        keys = [request_key(self.settings.model, r) for r in reqs]
+        unique = {k: r for k, r in zip(keys, reqs)}
+        results: dict[str, Response] = {}
+        with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool, \
+                tqdm(total=len(unique), desc=desc, disable=not self.settings.progress, leave=False) as bar:
+            futures = {k: pool.submit(self._call, r) for k, r in unique.items()}
+            for k, fut in futures.items():
+                results[k] = fut.result()
+                bar.update(1)
+        return [results[k] for k in keys]
+
+    def stats(self) -> dict[str, int]:
+        return {"calls": self.calls, "cache_hits": self.cache_hits, "failures": self.failures}
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+
+
+def parse_json(text: str | None, max_chars: int = MAX_JSON_CHARS) -> dict | None:
+    """The last top-level JSON object in `text`, or None when there is none that parses.
+
+    WARNING: model output. Only `json.loads` touches it, on a bounded slice; nothing is evaluated.
+    """
+    if not text:
+        return None
+    text = _THINK.sub("", text[:MAX_RESPONSE_CHARS])
+    fence = re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.S)
+    candidates = list(reversed(fence))
+    end = text.rfind("}")
+    while end != -1 and len(candidates) < 20:
+        depth, start = 0, -1
+        for i in range(end, max(-1, end - max_chars), -1):
+            ch = text[i]
+            if ch == "}":
+                depth += 1
+            elif ch == "{":
+                depth -= 1
+                if depth == 0:
+                    start = i
+                    break
+        if start != -1:
+            candidates.append(text[start:end + 1])
+        end = text.rfind("}", 0, start if start != -1 else end)
+    for cand in candidates:
+        if len(cand) > max_chars:
+            continue
+        try:
+            obj = json.loads(cand)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None

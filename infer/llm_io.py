@@ -1,0 +1,106 @@
+"""Inputs and outputs of the LLM-judged stages (validity judge, codebooks, audit).
+
+Reads the inference role's probe outputs under `data/infer/<scale>/tables/`:
+
+    samples/   the RCEA `samples` table (rcea/schema.py)
+    texts/     completion texts, keyed by (scale, method, step, question_id, sample), column `text`
+               (a `text` or `completion` column on the samples table itself is used when present)
+    questions/ optional (question_id, problem, answer); else the frozen probe questions of the config
+
+Writes the judged / labelled side tables under `data/infer/<scale>/semantic/` and fills
+`process_valid` and `mode` in the samples table through one export path (`export_labels`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+
+from rcea.paths import data_dir
+from rcea.schema import check_columns
+from rcea.store import read_table, write_parquet
+
+KEY = ["scale", "method", "step", "question_id", "sample"]
+TEXT_COLUMNS = ("text", "completion")
+
+
+def tables_dir(scale: str) -> Path:
+    return data_dir() / "infer" / scale / "tables"
+
+
+def semantic_dir(scale: str) -> Path:
+    return data_dir() / "infer" / scale / "semantic"
+
+
+def traj_id(row) -> str:
+    """Stable trajectory identifier. It encodes provenance, so it is never shown to a model."""
+    return f"{row['scale']}|{row['method']}|{int(row['step'])}|{row['question_id']}|{int(row['sample'])}"
+
+
+def blind_id(tid: str) -> str:
+    """An opaque id that hides method, scale, checkpoint and seed (for files people review)."""
+    return hashlib.sha256(tid.encode()).hexdigest()[:12]
+
+
+def load_samples(scale: str) -> pd.DataFrame:
+    df = read_table(tables_dir(scale) / "samples")
+    check_columns("samples", df.columns)
+    return df
+
+
+def load_texts(scale: str, samples: pd.DataFrame) -> pd.Series:
+    """Completion text per trajectory id (index = traj_id)."""
+    for col in TEXT_COLUMNS:
+        if col in samples.columns:
+            return pd.Series(samples[col].astype(str).values, index=samples.apply(traj_id, axis=1).values)
+    texts = read_table(tables_dir(scale) / "texts")
+    col = next((c for c in TEXT_COLUMNS if c in texts.columns), None)
+    if col is None or any(k not in texts.columns for k in KEY):
+        raise ValueError(f"texts table needs columns {KEY} and one of {TEXT_COLUMNS}; has {list(texts.columns)}")
+    return pd.Series(texts[col].astype(str).values, index=texts.apply(traj_id, axis=1).values)
+
+
+def load_questions(scale: str) -> dict[str, dict]:
+    """question_id -> {"problem", "answer"}."""
+    loc = tables_dir(scale) / "questions"
+    if loc.exists() or loc.with_suffix(".parquet").exists():
+        df = read_table(loc if loc.exists() else loc.with_suffix(".parquet"))
+        return {str(r["question_id"]): {"problem": str(r["problem"]), "answer": str(r["answer"])}
+                for _, r in df.iterrows()}
+    from rcea.config import load_config
+    from rcea.data import probe_questions
+    return {str(q["id"]): {"problem": q["problem"], "answer": str(q["answer"])} for q in probe_questions(load_config(scale))}
+
+
+def accepted(samples: pd.DataFrame) -> pd.DataFrame:
+    """Verifier-accepted trajectories (reward 1)."""
+    return samples[samples["reward"].astype(int) == 1]
+
+
+def export_labels(scale: str, process_valid: dict[str, bool | None] | None = None,
+                  mode: dict[str, str | None] | None = None) -> Path:
+    """Fill `process_valid` and/or `mode` (keyed by traj_id) in the samples table, atomically.
+
+    The one export path for the LLM judge / codebook and for rule-based plug-ins. Rows not in a
+    mapping keep their current value. The filled table replaces the folder's parts with one part.
+    """
+    loc = tables_dir(scale) / "samples"
+    df = load_samples(scale)
+    ids = df.apply(traj_id, axis=1)
+    if process_valid is not None:
+        cur = df["process_valid"].astype("object")
+        df["process_valid"] = pd.Series([process_valid.get(t, c) for t, c in zip(ids, cur)], dtype="boolean").values
+    if mode is not None:
+        cur = df["mode"].astype("object")
+        df["mode"] = pd.Series([mode.get(t, c) for t, c in zip(ids, cur)], dtype="object").values
+    df["process_valid"] = df["process_valid"].astype("boolean")
+    df["mode"] = df["mode"].where(df["mode"].notna(), None).astype("object")
+    target = loc / "part-00000.parquet" if loc.is_dir() else loc
+    old = [p for p in loc.glob("*.parquet") if p != target] if loc.is_dir() else []
+    write_parquet(df, target, stage="semantic-export")
+    for p in old:  # the filled table holds every row of the old parts
+        p.unlink(missing_ok=True)
+        Path(str(p) + ".manifest.json").unlink(missing_ok=True)
+    return target

@@ -1,0 +1,274 @@
+"""A local OpenAI-compatible chat server with deterministic scripted answers (test fixture).
+
+The answer depends only on the request (never on call order), except that markers make the first
+attempts of a request fail: the judge and codebook pipelines are run against it end to end.
+
+Tasks are recognised by the `TASK: <name>` line of the system message. Markers in a trajectory:
+  FATAL        judge: fatal reasoning error            GARBLE   judge: malformed (non-JSON) answer
+  ERR500       first two attempts answer HTTP 500      SLOWONCE first attempt sleeps (past a short client timeout)
+  SLOW         answer after a short sleep              AMBIG    assignment confidence 0.3
+  FLIP         assignment pass 2 picks another mode    UNSURE   assignment and arbitration say UNCERTAIN
+  RARE         induction ignores its strategy (so assignment proposes NEW)
+  BADJSON      assignment pass 1 answers malformed text for the whole batch
+Strategies are keywords: factoring, quadratic formula, substitution, graphing.
+
+Run standalone: python -m tests.infer.scripted_server --port 8011
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STRATEGIES = {
+    "factoring": ("Factoring", "Factor the polynomial and read off roots."),
+    "quadratic formula": ("Quadratic formula", "Apply the quadratic formula directly."),
+    "substitution": ("Substitution", "Introduce a new variable to reduce the equation."),
+    "graphing": ("Graphing", "Locate the roots from the graph of the function."),
+}
+SOLUTION = re.compile(r"### Solution (\w+)\n(.*?)(?=\n### |\Z)", re.S)
+
+
+def strategy(text: str) -> str | None:
+    low = text.lower()
+    hits = [k for k in STRATEGIES if k in low]
+    return hits[0] if hits else None
+
+
+class Script:
+    def __init__(self, delay: float = 0.0, slow_s: float = 0.15, timeout_sleep_s: float = 3.0):
+        self.delay, self.slow_s, self.timeout_sleep_s = delay, slow_s, timeout_sleep_s
+        self.attempts: Counter = Counter()
+        self.requests = 0
+        self.by_task: Counter = Counter()
+        self.lock = threading.Lock()
+
+    # returns (status, body-text or None, sleep seconds)
+    def answer(self, body: dict) -> tuple[int, str, float]:
+        msgs = body.get("messages", [])
+        system = " ".join(m["content"] for m in msgs if m["role"] == "system")
+        user = "\n".join(m["content"] for m in msgs if m["role"] == "user")
+        key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        with self.lock:
+            self.requests += 1
+            self.attempts[key] += 1
+            n = self.attempts[key]
+        task = (re.search(r"TASK: ([\w-]+)", system) or [None, "unknown"])[1]
+        with self.lock:
+            self.by_task[task] += 1
+        sleep = self.delay + (self.slow_s if "SLOW" in user else 0.0)
+        if "ERR500" in user and n <= 2:
+            return 500, "", 0.0
+        if "SLOWONCE" in user and n == 1:
+            sleep += self.timeout_sleep_s  # past a short client timeout; the answer itself is normal
+        fn = getattr(self, "task_" + task.replace("-", "_"), None)
+        if fn is None:
+            return 400, "", 0.0
+        return 200, fn(user), sleep
+
+    def task_validity_judge(self, user: str) -> str:
+        sol = user.split("<<<", 1)[-1]
+        if "GARBLE" in sol:
+            return "Looks fine to me, mostly, I think."
+        fatal = "FATAL" in sol
+        return "<think>checking</think>\n" + json.dumps({"fatal_error": fatal, "reason": "scripted"})
+
+    def task_codebook_induce(self, user: str) -> str:
+        names = []
+        for _, text in SOLUTION.findall(user):
+            s = strategy(text)
+            if s and "RARE" not in text and s not in names:
+                names.append(s)
+        modes = [{"name": STRATEGIES[s][0], "definition": STRATEGIES[s][1]} for s in names]
+        return "```json\n" + json.dumps({"modes": modes}) + "\n```"
+
+    def task_codebook_merge(self, user: str) -> str:
+        seen = sorted({m for m in re.findall(r"^- (.+?):", user, re.M)})
+        by_name = {v[0]: v for v in STRATEGIES.values()}
+        modes = [{"name": n, "definition": by_name[n][1]} for n in seen if n in by_name]
+        return json.dumps({"modes": modes})
+
+    def _codebook(self, user: str) -> dict[str, str]:
+        return {name: mid for mid, name in re.findall(r"^(M\d+): (.+?) — ", user, re.M)}
+
+    def task_codebook_assign(self, user: str) -> str:
+        pass_no = int((re.search(r"Assignment pass: (\d)", user) or [0, "1"])[1])
+        cb = self._codebook(user)
+        if pass_no == 1 and "BADJSON" in user:
+            return '{"assignments": [ {"id": "t1", "mode": '
+        out = []
+        ids = sorted(cb.values(), key=lambda m: int(m[1:]))
+        for sid, text in SOLUTION.findall(user):
+            s = strategy(text)
+            item = {"id": sid, "confidence": 0.3 if "AMBIG" in text else 0.9}
+            if "UNSURE" in text or s is None:
+                item["mode"] = "UNCERTAIN"
+            elif STRATEGIES[s][0] in cb:
+                mid = cb[STRATEGIES[s][0]]
+                if "FLIP" in text and pass_no == 2 and len(ids) > 1:
+                    mid = ids[(ids.index(mid) + 1) % len(ids)]
+                item["mode"] = mid
+            else:
+                item["mode"] = "NEW"
+                item["proposed"] = {"name": STRATEGIES[s][0], "definition": STRATEGIES[s][1]}
+            out.append(item)
+        return json.dumps({"assignments": out})
+
+    def task_codebook_arbitrate(self, user: str) -> str:
+        cb = self._codebook(user)
+        out = []
+        for sid, text in SOLUTION.findall(user):
+            s = strategy(text)
+            if "UNSURE" in text or s is None:
+                out.append({"id": sid, "mode": "UNCERTAIN", "confidence": 0.2})
+            elif STRATEGIES[s][0] in cb:
+                out.append({"id": sid, "mode": cb[STRATEGIES[s][0]], "confidence": 0.95})
+            else:
+                out.append({"id": sid, "mode": "NEW", "confidence": 0.9,
+                            "proposed": {"name": STRATEGIES[s][0], "definition": STRATEGIES[s][1]}})
+        return json.dumps({"assignments": out})
+
+    def task_codebook_extend(self, user: str) -> str:
+        out = [{"proposal": pid, "decision": "confirm", "name": name, "definition": STRATEGIES.get(
+            name.lower(), (name, "A distinct method."))[1]}
+            for pid, name in re.findall(r"^(P\d+): (.+?) — ", user, re.M)]
+        return json.dumps({"decisions": out})
+
+
+def make_handler(script: Script):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # quiet
+            pass
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            status, text, sleep = script.answer(body)
+            if sleep:
+                time.sleep(sleep)
+            if status != 200:
+                payload = json.dumps({"error": {"message": "scripted failure", "type": "server_error"}}).encode()
+            else:
+                payload = json.dumps({
+                    "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
+                    "model": body.get("model", "scripted"),
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+    return Handler
+
+
+class ScriptedServer:
+    """Context manager: `with ScriptedServer() as srv: srv.base_url, srv.script.requests`."""
+
+    def __init__(self, port: int = 0, **script_kwargs):
+        self.script = Script(**script_kwargs)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), make_handler(self.script))
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=8011)
+    ap.add_argument("--delay", type=float, default=0.0)
+    args = ap.parse_args()
+    with ScriptedServer(args.port, delay=args.delay) as srv:
+        print(srv.base_url, flush=True)
+        srv.thread.join()
+
+
+if __name__ == "__main__":
+    main()
+
+
+# ---- a tiny probe-samples fixture in the RCEA schema ---------------------------------------------
+
+FIXTURE_TEXTS = {
+    # question -> list of (reward, text); each text is one probe completion
+    "q1": [
+        (1, "We use factoring: x^2-5x+6=(x-2)(x-3), so the roots are 2 and 3. \\boxed{5}"),
+        (1, "By the quadratic formula x=(5±1)/2, giving 2 and 3. \\boxed{5}"),
+        (1, "Factoring gives (x-2)(x-3). ERR500 \\boxed{5}"),
+        (1, "Quadratic formula: discriminant 1, roots 3 and 2. SLOWONCE \\boxed{5}"),
+        (1, "Factoring, but 2*3=5 so FATAL error here. \\boxed{5}"),
+        (1, "GARBLE factoring the polynomial. \\boxed{5}"),
+        (1, "Factoring quickly, AMBIG wording. \\boxed{5}"),
+        (1, "Quadratic formula once more, FLIP case. \\boxed{5}"),
+        (0, "Guess 7. \\boxed{7}"),
+        (1, "Factoring the trinomial SLOW. \\boxed{5}"),
+    ],
+    "q2": [
+        (1, "Substitution u=x^2 turns it into a quadratic. \\boxed{4}"),
+        (1, "Factoring x^4-5x^2+4=(x^2-1)(x^2-4). \\boxed{4}"),
+        (1, "Substitution with u = x^2 again BADJSON. \\boxed{4}"),
+        (1, "Graphing the quartic shows four crossings RARE. \\boxed{4}"),
+        (1, "I am not sure how, UNSURE, but the count is four. \\boxed{4}"),
+        (1, "Substitution t=x^2, then solve. \\boxed{4}"),
+        (0, "Two roots. \\boxed{2}"),
+        (1, "Factoring as a difference of squares. \\boxed{4}"),
+    ],
+    "q3": [
+        (1, "Factoring 2x^2-8 = 2(x-2)(x+2). \\boxed{2}"),
+        (1, "Quadratic formula on 2x^2-8. \\boxed{2}"),
+        (1, "Factoring again, the same way. \\boxed{2}"),
+        (1, "Quadratic formula with a=2. \\boxed{2}"),
+    ],
+}
+FIXTURE_QUESTIONS = {
+    "q1": ("Find the sum of the roots of x^2-5x+6=0.", "5"),
+    "q2": ("How many real roots does x^4-5x^2+4 have?", "4"),
+    "q3": ("Find the positive root of 2x^2-8=0.", "2"),
+}
+
+
+def write_probe_fixture(data_root, scale: str = "tiny", checkpoints=(("base", 0), ("grpo", 50))) -> None:
+    """Samples table (schema `samples`) + `texts` + `questions` side tables under data_root/infer/<scale>/tables.
+
+    Each checkpoint repeats the question's texts (with the checkpoint named in the text of the second,
+    so the two are distinct completions)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    tables = Path(data_root) / "infer" / scale / "tables"
+    rows, texts = [], []
+    for method, step in checkpoints:
+        for qid, items in FIXTURE_TEXTS.items():
+            for k, (reward, text) in enumerate(items):
+                key = {"scale": scale, "method": method, "step": step, "question_id": qid, "sample": k}
+                rows.append({**key, "benchmark": "math500", "reward": reward, "n_tokens": 20 + k,
+                             "logprob_sum": -3.0 - k, "token_entropy_mean": 0.5, "truncated": False,
+                             "process_valid": None, "mode": None})
+                texts.append({**key, "text": text if step == 0 else text.replace("\\boxed", "Thus \\boxed")})
+    samples = pd.DataFrame(rows)
+    samples["process_valid"] = samples["process_valid"].astype("boolean")
+    samples["mode"] = samples["mode"].astype("object")
+    for name, df in (("samples", samples), ("texts", pd.DataFrame(texts)),
+                     ("questions", pd.DataFrame([{"question_id": q, "problem": p, "answer": a}
+                                                 for q, (p, a) in FIXTURE_QUESTIONS.items()]))):
+        (tables / name).mkdir(parents=True, exist_ok=True)
+        df.to_parquet(tables / name / "part-00000.parquet", index=False)

@@ -1,0 +1,91 @@
+"""The cached, retrying, concurrent OpenAI-compatible client against the scripted local server."""
+
+import json
+import time
+
+import pytest
+
+from infer.llm import LLMClient, LLMSettings, Request, parse_json
+from tests.infer.scripted_server import ScriptedServer
+
+
+def judge_req(text, seed=2027):
+    return Request([{"role": "system", "content": "TASK: validity-judge"},
+                    {"role": "user", "content": f"Solution:\n<<<\n{text}\n>>>"}],
+                   {"temperature": 0.0, "seed": seed, "max_tokens": 64})
+
+
+def settings(srv, **kw):
+    base = dict(model="scripted", base_url=srv.base_url, timeout_s=1.0, max_retries=3, backoff_s=0.01,
+                concurrency=4, progress=False, api_key_env="RCEA_TEST_KEY")
+    base.update(kw)
+    return LLMSettings(**base)
+
+
+def test_parse_json_variants():
+    assert parse_json('<think>{"fatal_error": true}</think> final: {"fatal_error": false}') == {"fatal_error": False}
+    assert parse_json('```json\n{"a": {"b": 1}}\n```\nbye') == {"a": {"b": 1}}
+    assert parse_json('text {"a": 1} more {"b": [1, 2]} end') == {"b": [1, 2]}
+    assert parse_json('{"assignments": [ {"id": "t1", "mode": ') is None
+    assert parse_json("no json at all") is None
+    assert parse_json(None) is None
+    assert parse_json('{"x": "' + "a" * 60_000 + '"}') is None  # over the size limit
+    assert parse_json('{"x": 1}', max_chars=3) is None
+
+
+def test_cache_makes_second_run_free(tmp_path, monkeypatch):
+    monkeypatch.setenv("RCEA_TEST_KEY", "sk-very-secret-123")
+    with ScriptedServer() as srv:
+        reqs = [judge_req("fine"), judge_req("FATAL"), judge_req("fine", seed=1), judge_req("fine")]
+        c1 = LLMClient(settings(srv), tmp_path / "cache")
+        r1 = c1.complete_many(reqs)
+        assert [json.loads(r.text.split("</think>")[-1])["fatal_error"] for r in r1] == [False, True, False, False]
+        assert srv.script.requests == 3 and c1.calls == 3  # the duplicate request is made once
+        c2 = LLMClient(settings(srv), tmp_path / "cache")
+        r2 = c2.complete_many(reqs)
+        assert srv.script.requests == 3 and c2.calls == 0 and c2.cache_hits == 3
+        assert [r.text for r in r2] == [r.text for r in r1] and all(r.cached for r in r2)
+        # a different model is a different cache key
+        c3 = LLMClient(settings(srv, model="other"), tmp_path / "cache")
+        c3.complete_many(reqs[:1])
+        assert c3.calls == 1
+    blob = "".join(p.read_text() for p in (tmp_path / "cache").rglob("*.json"))
+    assert "sk-very-secret-123" not in blob
+
+
+def test_retries_500_and_timeouts(tmp_path):
+    with ScriptedServer(timeout_sleep_s=2.5) as srv:
+        c = LLMClient(settings(srv), tmp_path / "cache")
+        r = c.complete_many([judge_req("ERR500 x"), judge_req("SLOWONCE y")])
+        assert all(x.ok for x in r)
+        assert c.calls == 3 + 2  # two 500s then success; one timeout then success
+        assert c.failures == 0
+
+
+def test_gives_up_and_does_not_cache_failures(tmp_path):
+    with ScriptedServer() as srv:
+        c = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
+        r = c.complete_many([judge_req("ERR500 z")])[0]
+        assert not r.ok and "InternalServerError" in r.error and c.calls == 2
+        # non-transient (400: unknown task) is not retried
+        bad = Request([{"role": "user", "content": "hi"}], {"temperature": 0.0})
+        r = c.complete_many([bad])[0]
+        assert not r.ok and c.calls == 3
+        assert not list((tmp_path / "cache").rglob("*.json"))
+        # a later run retries and succeeds (third attempt of ERR500 succeeds on the server)
+        c2 = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
+        assert c2.complete_many([judge_req("ERR500 z")])[0].ok
+
+
+def test_requests_run_concurrently(tmp_path):
+    with ScriptedServer(delay=0.4) as srv:
+        c = LLMClient(settings(srv, concurrency=8), tmp_path / "cache")
+        t0 = time.perf_counter()
+        r = c.complete_many([judge_req(f"item {i}") for i in range(8)])
+        wall = time.perf_counter() - t0
+        assert all(x.ok for x in r)
+        assert wall < 8 * 0.4 / 2, wall  # sequential would take 3.2 s
+        c1 = LLMClient(settings(srv, concurrency=1), tmp_path / "cache1")
+        t0 = time.perf_counter()
+        c1.complete_many([judge_req(f"item {i}") for i in range(4)])
+        assert time.perf_counter() - t0 >= 4 * 0.4
