@@ -210,7 +210,7 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"\\displaystyle(?![A-Za-z])", "", s)
     s = re.sub(r"(\d)\\,(\d{3})(?!\d)", r"\1\2", s)  # 1\,000
     s = re.sub(r"(\d)\{,\}(\d{3})(?!\d)", r"\1,\2", s)  # 1{,}000
-    s = re.sub(r"\\[,;:!>](?![A-Za-z])|\\ |~", " ", s)
+    s = re.sub(r"(\\\\)|\\[,;:!>](?![A-Za-z])|\\ |~", lambda m: m.group(1) or " ", s)
     s = re.sub(r"\\(?:quad|qquad)(?![A-Za-z])", " ", s)
     s = s.replace(r"\$", "").replace("$", "")
     s = re.sub(r"\\(?:dollars?|text\{\s*dollars?\s*\})", "", s)
