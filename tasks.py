@@ -136,15 +136,16 @@ LOCKS = {  # name: (platform, exclude-newer, constrained by this GPU lock, needs
 GPU_ONLY = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
 
 
-def constraints_path(gpu_lock: str) -> Path:
-    return Path(tempfile.gettempdir()) / f"{gpu_lock}-constraints.txt"
+def constraints_path(gpu_lock: str, tmp: str | None = None) -> Path:
+    """Where the CPU twin's constraints go (its path shows in the lock's `# via -c` annotations)."""
+    return Path(tmp or tempfile.gettempdir()) / f"{gpu_lock}-constraints.txt"
 
 
-def lock_command(name: str, uv: str, find_links=()) -> list[str]:
+def lock_command(name: str, uv: str, find_links=(), directory="lockfiles", tmp=None) -> list[str]:
     platform, cutoff, constrained_by, needs_links = LOCKS[name]
-    cmd = [uv, "--directory", "lockfiles", "pip", "compile", f"{name}.in", "-o", f"{name}.txt"]
+    cmd = [uv, "--directory", directory, "pip", "compile", f"{name}.in", "-o", f"{name}.txt"]
     if constrained_by:
-        cmd += ["-c", str(constraints_path(constrained_by))]
+        cmd += ["-c", str(constraints_path(constrained_by, tmp))]
     cmd += [*LOCK_COMMON, "--python-platform", platform, "--exclude-newer", cutoff]
     if needs_links:
         if not find_links:
