@@ -336,7 +336,7 @@ def lock(c, name="all"):
             print(f"# constraints: {dest} <- lockfiles/{constrained_by}.txt minus torch, triton, nvidia-*, cuda-*")
             if not is_dry(c):
                 dest.write_text(constraints_text((ROOT / "lockfiles" / f"{constrained_by}.txt").read_text()))
-        run_all(c, [lock_command(n, uv, find_links() if LOCKS[n][3] else ())])
+        run_all(c, [lock_command(n, uv, find_links() if LOCKS[n][3] else ())], hide="out")  # uv echoes the lock
 
 
 @task(help={"role": "environment to (re)build: tools, train, infer, aggregate (default: all)"})
