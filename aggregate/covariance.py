@@ -116,3 +116,18 @@ def rank_budget_share(cov: np.ndarray, budget: float) -> dict[str, float | int]:
     total = float(pos.sum())
     top = np.partition(pos, n - k)[n - k :]
     return {"share": float(top.sum() / total) if total > 0 else float("nan"), "k": int(k)}
+
+
+def rank_budget_shares(cov: np.ndarray, budgets: tuple[float, ...]) -> dict[float, dict[str, float | int]]:
+    """``rank_budget_share`` for several budgets with one partition (same values, Table A8)."""
+    c = np.asarray(cov, dtype=np.float64)
+    n = c.size
+    if n == 0:
+        return {b: {"share": float("nan"), "k": 0} for b in budgets}
+    ks = {b: max(1, math.floor(b * n + 1e-9)) for b in budgets}
+    kmax = max(ks.values())
+    pos = np.maximum(c, 0.0)
+    total = float(pos.sum())
+    top = np.sort(np.partition(pos, n - kmax)[n - kmax :])[::-1]
+    csum = np.cumsum(top)
+    return {b: {"share": float(csum[k - 1] / total) if total > 0 else float("nan"), "k": int(k)} for b, k in ks.items()}

@@ -72,26 +72,24 @@ class AggregateSettings:
         return dataclasses.asdict(self)
 
 
-def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettings:
-    """Project settings: ``rcea.config.load_config(scale)['aggregate']`` when available, else defaults.
+#: config key (``[aggregate]`` section of configs/base.toml) -> settings field, where they differ
+CONFIG_ALIASES = {"q99": "q99_quantile"}
 
-    ``overrides`` (e.g. from the CLI; None values ignored) take precedence.
-    """
+
+def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettings:
+    """Project settings: ``rcea.config.load_config(scale)``'s ``aggregate.*`` keys over the defaults
+    here (only when ``scale`` is given), then ``overrides`` (CLI; None values ignored)."""
     base = AggregateSettings()
     if scale is not None:
-        try:  # the lead's config loader; absent until wired
-            from rcea.config import load_config  # type: ignore
-        except ImportError:
-            load_config = None
-        if load_config is not None:
-            cfg = load_config(scale)
-            section = cfg.get("aggregate", {}) if isinstance(cfg, dict) else getattr(cfg, "aggregate", {})
-            if not isinstance(section, dict):
-                section = dataclasses.asdict(section) if dataclasses.is_dataclass(section) else vars(section)
-            valid = {f.name for f in dataclasses.fields(base)}
-            known = {k: v for k, v in section.items() if k in valid}
-            for key in ("uncertain_labels", "rank_budgets", "benchmark_order"):
-                if key in known:
-                    known[key] = tuple(known[key])
-            base = base.replace(**known)
+        from rcea.config import load_config
+
+        cfg = load_config(scale)
+        known: dict[str, Any] = {}
+        for f in dataclasses.fields(base):
+            names = [f.name] + [k for k, v in CONFIG_ALIASES.items() if v == f.name]
+            for name in names:
+                if f"aggregate.{name}" in cfg:
+                    value = cfg[f"aggregate.{name}"]
+                    known[f.name] = tuple(value) if isinstance(value, list) else value
+        base = base.replace(**known)
     return base.replace(**overrides)

@@ -1,0 +1,81 @@
+"""Aggregates of the ``greedy``, ``passk`` and ``covariance`` tables (Table 1, Table A7, Table A9,
+Figure 6) and the per-run failure detector (diagnostics.md sections 5, 7, 8)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from aggregate import evals
+from aggregate.io import group_keys, numeric
+from aggregate.settings import AggregateSettings
+
+CANONICAL = (("aime24", ("aime24", "aime2024")), ("aime25", ("aime25", "aime2025")),
+             ("math500", ("math500", "math")), ("amc23", ("amc23", "amc")), ("minerva", ("minerva",)))
+
+
+def canonical_benchmark(name: str) -> str:
+    """Normalised benchmark name: 'AIME_2024' -> 'aime24', 'minerva_math' -> 'minerva', 'MATH-500' -> 'math500'."""
+    s = re.sub(r"[^a-z0-9]", "", str(name).lower())
+    for canon, prefixes in CANONICAL:
+        if any(s.startswith(p) for p in prefixes):
+            return canon
+    return s
+
+
+def greedy_summary(greedy: pa.Table) -> list[dict]:
+    """Per (scale, method, step, benchmark): n, correct, accuracy, boxed rate, mean length."""
+    gid, keys = group_keys(greedy, ["scale", "method", "step", "benchmark"])
+    G = len(keys["step"])
+    cnt = np.bincount(gid, minlength=G)
+    corr = np.bincount(gid, weights=numeric(greedy.column("correct"), np.float64), minlength=G)
+    boxed = np.bincount(gid, weights=numeric(greedy.column("boxed"), np.float64), minlength=G)
+    length = np.bincount(gid, weights=numeric(greedy.column("n_tokens"), np.float64), minlength=G)
+    return [{"scale": str(keys["scale"][g]), "method": str(keys["method"][g]), "step": int(keys["step"][g]),
+             "benchmark": canonical_benchmark(keys["benchmark"][g]), "benchmark_raw": str(keys["benchmark"][g]),
+             "n": int(cnt[g]), "correct": int(round(corr[g])), "accuracy": corr[g] / cnt[g],
+             "boxed_rate": boxed[g] / cnt[g], "mean_length": length[g] / cnt[g]} for g in range(G)]
+
+
+def passk_summary(passk: pa.Table, k: int) -> list[dict]:
+    """Per (scale, method, step): mean unbiased pass@k and pass@1 over questions (NaN if any n < k)."""
+    gid, keys = group_keys(passk, ["scale", "method", "step"])
+    n = numeric(passk.column("n"), np.int64)
+    c = numeric(passk.column("c"), np.int64)
+    pk, p1 = evals.pass_at_k(n, c, k), evals.pass_at_k(n, c, 1)
+    G = len(keys["step"])
+    out = []
+    for g in range(G):
+        m = gid == g
+        out.append({"scale": str(keys["scale"][g]), "method": str(keys["method"][g]), "step": int(keys["step"][g]),
+                    f"pass_at_{k}": float(pk[m].mean()), "pass_at_1": float(p1[m].mean()),
+                    "n_questions": int(m.sum()), "min_n": int(n[m].min())})
+    return out
+
+
+def transitions(cov: pa.Table) -> list[dict]:
+    """Per transition (scale, method, step_from, step_to): P and O = means over its rows (token-pooled, A9)."""
+    gid, keys = group_keys(cov, ["scale", "method", "step_from", "step_to"])
+    G = len(keys["step_from"])
+    cnt = np.bincount(gid, minlength=G)
+    P = np.bincount(gid, weights=numeric(cov.column("predicted_delta")), minlength=G) / cnt
+    O = np.bincount(gid, weights=numeric(cov.column("observed_delta")), minlength=G) / cnt
+    return [{"scale": str(keys["scale"][g]), "method": str(keys["method"][g]), "step_from": int(keys["step_from"][g]),
+             "step_to": int(keys["step_to"][g]), "predicted": float(P[g]), "observed": float(O[g]), "rows": int(cnt[g])}
+            for g in range(G)]
+
+
+def detect_failures(greedy_rows: list[dict], settings: AggregateSettings) -> dict[tuple[str, str], dict]:
+    """Failure detector on every run's raw dense trace of ``settings.failure_benchmark``."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for r in greedy_rows:
+        if r["benchmark"] == canonical_benchmark(settings.failure_benchmark) and r["method"] != settings.base_method:
+            runs.setdefault((r["scale"], r["method"]), []).append(r)
+    out = {}
+    for key, rows in sorted(runs.items()):
+        rows = sorted(rows, key=lambda r: r["step"])
+        out[key] = evals.failure_detector([r["step"] for r in rows], [r["correct"] for r in rows], [r["n"] for r in rows],
+                                          settings.failure_peak_min, settings.failure_end_max, settings.failure_drop_min)
+    return out
