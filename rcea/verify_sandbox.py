@@ -219,12 +219,16 @@ _spawn_failed = False
 
 
 def _acquire() -> _Worker | None:
-    global _spawn_failed
     with _pool_lock:
         if _idle:
             return _idle.pop()
         if _spawn_failed:
             return None
+    return _acquire_new()
+
+
+def _acquire_new() -> _Worker | None:
+    global _spawn_failed
     try:
         return _Worker()
     except (OSError, RuntimeError, ValueError):
@@ -237,12 +241,16 @@ def _release(w: _Worker) -> None:
         _idle.append(w)
 
 
-def warmup() -> None:
-    """Start one worker now so that the first verification does not wait for imports."""
-    if _MODE == "process" and os.name == "posix":
-        w = _acquire()
-        if w is not None:
-            _release(w)
+def warmup(n: int = 1) -> None:
+    """Have at least `n` idle workers (one per expected concurrent caller), so that no call waits
+    for a worker's imports (start-up is not counted in a call's time limit)."""
+    if _MODE != "process" or os.name != "posix":
+        return
+    with _pool_lock:
+        missing = n - len(_idle)
+    started = [w for w in (_acquire_new() for _ in range(max(0, missing))) if w is not None]
+    for w in started:
+        _release(w)
 
 
 @atexit.register

@@ -1,0 +1,242 @@
+"""Tests of the verifier (rcea.verify): extraction, normalisations, agreement with hand labels,
+batch CLI, time limits. Runs in both .envs/infer and .envs/train (training uses `reward`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rcea import verify_sandbox
+from rcea.verify import VerifyResult, extract_boxed, reward, verify
+from rcea.verify_agreement import CASES_PATH, UNBOXED_CATEGORIES, evaluate, load_cases, ours
+from rcea.verify_normalize import normalize_answer
+
+ROOT = Path(__file__).resolve().parents[2]
+PATHOLOGICAL = "After simplification, $\\boxed{9^{9^{9^{9^{9^{9}}}}}}$."
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _worker():
+    verify_sandbox.warmup()  # start-up is not part of a call's time limit
+    yield
+
+
+def box(ans: str) -> str:
+    """A realistic completion ending in a boxed answer."""
+    return f"Step 1: set up the equation.\nStep 2: solve it.\n\nTherefore, the final answer is $\\boxed{{{ans}}}$."
+
+
+# ------------------------------------------------------------------ extraction
+
+@pytest.mark.parametrize("text, expected", [
+    ("a \\boxed{1} then \\boxed{2}.", "2"),
+    ("$\\boxed{\\frac{1}{\\sqrt{2}}}$", "\\frac{1}{\\sqrt{2}}"),
+    ("so \\fbox{7} it is", "7"),
+    ("the answer is $\\boxed 42$.", "42"),
+    ("the answer is \\boxed 113", "113"),
+    ("\\boxed{\\{1,2\\}}", "\\{1,2\\}"),
+    ("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+    ("\\boxed{}", ""),
+])
+def test_extract_boxed(text, expected):
+    assert extract_boxed(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "The answer is 5.", "\\boxed{5", "\\boxed{3} and then \\boxed{\\frac{1}{", "$\\boxed$ 17", "", "\\boxedx{3}",
+    "\\boxed{{1,2}",
+])
+def test_extract_boxed_none(text):
+    assert extract_boxed(text) is None
+
+
+def test_extract_boxed_never_crashes_on_odd_text():
+    for text in ["\\boxed", "\\boxed ", "\\boxed{\\", "}}}{{{\\boxed{}}", "\\fbox{", "\\" * 50, "{" * 10000]:
+        extract_boxed(text)  # must not raise
+
+
+# ------------------------------------------------------------------ equivalences per feature
+
+@pytest.mark.parametrize("ans, ref", [
+    ("−3", "-3"), ("½", "\\frac{1}{2}"), ("2½", "\\frac52"), ("π/2", "\\frac{\\pi}{2}"), ("√2", "\\sqrt{2}"),
+    ("x²+1", "x^2+1"), ("x ≤ 3", "x \\le 3"), ("2×3", "6"), ("45°", "45"),
+    ("1,000", "1000"), ("1,234,567", "1234567"), ("4{,}000", "4000"),
+    ("5.", "5"), ("\\frac{1}{2}.", "\\frac{1}{2}"),
+    ("30^\\circ", "30"), ("30^{\\circ}", "30"), ("76", "76^\\circ"),
+    ("5 \\text{ cm}", "5"), ("5\\mbox{ cm}", "5"), ("12\\mathrm{~cm}^2", "12"), ("40", "40\\text{ feet}"),
+    ("\\dfrac{11}{2}", "\\frac{11}{2}"), ("\\tfrac{13}{4}", "\\frac{13}{4}"),
+    ("\\left(2, \\frac{7\\pi}{4}\\right)", "\\left( 2, \\frac{7 \\pi}{4} \\right)"),
+    ("25", "025"), ("055", "55"),
+    ("50\\%", "50"), ("25", "25\\%"),
+    ("x = 5", "5"), ("a+b=7", "7"), ("x = 2 \\text{ or } x = 3", "2,3"),
+    ("1.24 \\times 10^{-8}", "1.24e-8"), ("10^{11}", "1e11"),
+    ("1+2x", "2x+1"), ("(x+1)^2", "x^2+2x+1"),
+    ("\\$1,500", "1500"), ("\\text{(C)}", "C"), ("\\text{Even}", "\\text{even}"),
+    ("2\\frac{1}{2}", "\\frac{5}{2}"), ("1, -2", "-2,1"), ("(-\\infty, 3]", "x \\leq 3"),
+])
+def test_equivalent(ans, ref):
+    res = verify(box(ans), ref)
+    assert res == VerifyResult(True, ans)
+
+
+@pytest.mark.parametrize("ans, ref", [
+    ("(1,2)", "(2,1)"), ("(1,2)", "12"), ("1,000", "10000"), ("2, 3, 4", "2,3"), ("131", "113"),
+    ("080", "8"), ("x = 4", "3"), ("45\\%", "40"), ("0.33", "\\frac13"), ("\\text{odd}", "\\text{even}"),
+    ("[1,5]", "[1,5)"), ("-\\infty", "\\infty"), ("2561_8", "2516_8"), ("y=2x", "y=3x"),
+])
+def test_not_equivalent(ans, ref):
+    assert verify(box(ans), ref).correct is False
+
+
+def test_tuples_and_intervals_keep_their_commas():
+    assert normalize_answer("(1,2)") == "(1,2)"
+    assert normalize_answer("1,2") == "1,2"
+    assert normalize_answer("[1,000, 2]") == "[1,000, 2]"
+    assert normalize_answer("-12,345.5") == "-12345.5"
+
+
+def test_unboxed_answer_is_wrong_and_not_extracted():
+    for text in ["The answer is 5.", "**Final Answer:** 5", "Answer: \\[ x = 5 \\]", "$5$"]:
+        assert verify(text, "5") == VerifyResult(False, None)
+        assert reward(text, "5") == 0.0
+
+
+def test_last_box_wins():
+    text = "First I got $\\boxed{3}$. Wait, that is wrong; the answer is $\\boxed{5}$."
+    assert verify(text, "5").correct and not verify(text, "3").correct
+
+
+def test_api_types():
+    res = verify(box("5"), "5")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.correct = False  # type: ignore[misc]
+    assert reward(box("5"), "5") == 1.0 and isinstance(reward(box("5"), "5"), float)
+    assert reward(box("6"), "5") == 0.0
+    assert reward(None, "5") == 0.0  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        verify(None, "5")  # type: ignore[arg-type]
+
+
+def test_model_output_is_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    payloads = [
+        f"__import__('os').system('touch {marker}')",
+        f"\\text{{__import__('os').system('touch {marker}')}}",
+        f"eval(\"open('{marker}','w')\")",
+    ]
+    for p in payloads:
+        assert verify(box(p), "5").correct is False
+    assert not marker.exists()
+
+
+# ------------------------------------------------------------------ labelled agreement set
+
+def test_case_file_shape():
+    rows = load_cases(CASES_PATH, "all")
+    cats = {r["category"] for r in rows}
+    assert len(cats) >= 35
+    for cat in cats:
+        splits = [r["split"] for r in rows if r["category"] == cat]
+        assert "dev" in splits and "heldout" in splits, cat
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert UNBOXED_CATEGORIES <= cats
+    assert all(r["label"] is False for r in rows if r["category"] in UNBOXED_CATEGORIES)
+
+
+def test_heldout_agreement_at_least_98_percent_and_no_unboxed_acceptance():
+    rep = evaluate("rcea.verify", ours, load_cases(CASES_PATH, "heldout"))
+    assert rep.n >= 100
+    assert rep.unboxed_accepted == 0
+    assert rep.agreement >= 0.98, rep.failures
+
+
+# ------------------------------------------------------------------ time limits
+
+def test_pathological_input_returns_within_limit():
+    t0 = time.monotonic()
+    res = verify(PATHOLOGICAL, "5", timeout=1.5)
+    elapsed = time.monotonic() - t0
+    assert res.correct is False and res.extracted is not None
+    assert elapsed < 1.5 + 0.5, elapsed
+
+
+def test_time_limit_holds_off_the_main_thread():
+    out: list[tuple[bool, float]] = []
+    verify_sandbox.warmup(2)  # one worker per concurrent caller
+
+    def run() -> None:
+        t0 = time.monotonic()
+        out.append((verify(PATHOLOGICAL, "5", timeout=1.0).correct, time.monotonic() - t0))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(out) == 2
+    for correct, elapsed in out:
+        assert correct is False
+        assert elapsed < 1.0 + 0.5, elapsed
+    assert verify(box("x^2-1"), "(x-1)(x+1)").correct  # the pool still works afterwards
+
+
+def test_worker_overrunning_its_deadline_is_killed():
+    w = verify_sandbox._Worker()
+    t0 = time.monotonic()
+    verdict = w.request([("5", "9^{9^{9^{9^{9^{9}}}}}")], budget=60.0, deadline=t0 + 0.5)
+    assert verdict is None and time.monotonic() - t0 < 1.0
+    w.kill()
+    assert w.proc.poll() is not None
+
+
+# ------------------------------------------------------------------ batch CLI
+
+def test_batch_cli_order_and_errors():
+    lines = [
+        json.dumps({"completion": box("5"), "reference": "5"}),
+        "this is not json",
+        json.dumps({"completion": box("x = 5"), "reference": "5"}),
+        json.dumps({"completion": "The answer is 5.", "reference": "5"}),
+        json.dumps({"completion": box("6")}),
+        json.dumps({"completion": 5, "reference": "5"}),
+        json.dumps(["completion", "reference"]),
+        "",
+        json.dumps({"completion": box("\\frac{1}{2}"), "reference": "0.5", "timeout": 2}),
+        json.dumps({"completion": box("7"), "reference": "8"}),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "rcea.verify"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert len(out) == len(lines)
+    assert out[0] == {"correct": True, "extracted": "5"}
+    assert set(out[1]) == {"error"}
+    assert out[2] == {"correct": True, "extracted": "x = 5"}
+    assert out[3] == {"correct": False, "extracted": None}
+    for i in (4, 5, 6, 7):
+        assert set(out[i]) == {"error"}, (i, out[i])
+    assert out[8] == {"correct": True, "extracted": "\\frac{1}{2}"}
+    assert out[9] == {"correct": False, "extracted": "7"}
+
+
+def test_batch_cli_flushes_each_line():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "rcea.verify"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    try:
+        proc.stdin.write(json.dumps({"completion": box("3"), "reference": "3"}) + "\n")
+        proc.stdin.flush()
+        first = proc.stdout.readline()  # answered before stdin is closed
+        assert json.loads(first) == {"correct": True, "extracted": "3"}
+    finally:
+        proc.stdin.close()
+        proc.wait(60)
