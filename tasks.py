@@ -48,8 +48,10 @@ def choice(option: str, value, choices) -> str:
     return value
 
 
-def check_workers(n: int) -> int:
-    if not 1 <= int(n) <= MAX_WORKERS:
+def check_workers(n) -> int:
+    """--num-workers, else $NUM_WORKERS, else 8; each worker takes one GPU."""
+    n = n or os.environ.get("NUM_WORKERS") or MAX_WORKERS
+    if not str(n).isdigit() or not 1 <= int(n) <= MAX_WORKERS:
         raise Exit(f"invalid --num-workers {n!r}; valid choices: 1..{MAX_WORKERS} (one GPU each)", code=2)
     return int(n)
 
@@ -283,7 +285,7 @@ def infer(c, scale="tiny", method="grpo", what="all"):
 def workers(c, scale="tiny", num_workers=0):
     """Run the inference workers until the queue is empty (tiny: one local process; else N GPU workers)."""
     choice("scale", scale, SCALES)
-    n = check_workers(num_workers or int(os.environ.get("NUM_WORKERS", MAX_WORKERS)))
+    n = check_workers(num_workers)
     if scale != "tiny":
         require_compose(c, "the inference workers", "invoke workers --scale tiny")
     run_all(c, [workers_command(scale, n)])
@@ -328,7 +330,10 @@ def build(c, role="all"):
 def lock(c, name="all"):
     """Recompile lockfiles/*.txt from lockfiles/*.in with uv (needs PyPI; CPU twins after their GPU lock)."""
     names = list(LOCKS) if name == "all" else [choice("name", name, tuple(LOCKS) + ("all",))]
-    uv = os.path.relpath(Path(sys.executable).with_name("uv"), ROOT)
+    uv_exe = Path(sys.executable).with_name("uv")
+    if not uv_exe.exists():
+        raise Exit("uv is missing from the tools environment; run scripts/bootstrap tools (lockfiles/tools.txt)")
+    uv = os.path.relpath(uv_exe, ROOT)
     for n in names:
         constrained_by = LOCKS[n][2]
         if constrained_by:  # the GPU lock minus torch/triton/CUDA wheels constrains its CPU twin
@@ -474,7 +479,7 @@ def doctor(c, strict=False, num_workers=0, min_disk_gb=100):
     """Preflight: Docker, NVIDIA driver (>= 580 for infer), GPU count, /dev/shm, disk, volume permissions.
 
     Exit status: 1 if a check fails; missing Docker/GPU are warnings (tiny still runs) unless --strict."""
-    n = check_workers(num_workers or int(os.environ.get("NUM_WORKERS", MAX_WORKERS)))
+    n = check_workers(num_workers)
     facts = gather_facts()
     volumes_ok = None
     if facts["compose"] and facts["engine"]:

@@ -204,3 +204,12 @@ def test_tasks_py_imports_no_heavy_or_role_package():
     code = ("import sys, tasks; bad = {'torch', 'train', 'infer', 'aggregate', 'vllm', 'transformers'} "
             "& set(sys.modules); sys.exit(', '.join(sorted(bad)) if bad else 0)")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_workers_default_to_num_workers_from_the_environment(capsys, dry, monkeypatch):
+    monkeypatch.setenv("NUM_WORKERS", "2")
+    assert dry_lines(capsys, tasks.workers, dry, scale="7b") == [
+        "env RCEA_SCALE=7b NUM_WORKERS=2 docker compose --profile infer up -d infer-worker-0 infer-worker-1"]
+    monkeypatch.setenv("NUM_WORKERS", "twelve")
+    with pytest.raises(Exit, match="valid choices: 1..8"):
+        tasks.workers(dry, scale="7b")
