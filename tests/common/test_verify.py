@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -189,7 +190,8 @@ def test_time_limit_holds_off_the_main_thread():
 
 
 def test_worker_overrunning_its_deadline_is_killed():
-    w = verify_sandbox._Worker()
+    w = verify_sandbox._acquire()  # an idle pool worker (no start-up wait)
+    assert w is not None
     t0 = time.monotonic()
     verdict = w.request([("5", "9^{9^{9^{9^{9^{9}}}}}")], budget=60.0, deadline=t0 + 0.5)
     assert verdict is None and time.monotonic() - t0 < 1.0
@@ -199,44 +201,57 @@ def test_worker_overrunning_its_deadline_is_killed():
 
 # ------------------------------------------------------------------ batch CLI
 
-def test_batch_cli_order_and_errors():
-    lines = [
-        json.dumps({"completion": box("5"), "reference": "5"}),
-        "this is not json",
-        json.dumps({"completion": box("x = 5"), "reference": "5"}),
-        json.dumps({"completion": "The answer is 5.", "reference": "5"}),
-        json.dumps({"completion": box("6")}),
-        json.dumps({"completion": 5, "reference": "5"}),
-        json.dumps(["completion", "reference"]),
-        "",
-        json.dumps({"completion": box("\\frac{1}{2}"), "reference": "0.5", "timeout": 2}),
-        json.dumps({"completion": box("7"), "reference": "8"}),
-    ]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "rcea.verify"], input="\n".join(lines) + "\n",
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = [json.loads(x) for x in proc.stdout.splitlines()]
-    assert len(out) == len(lines)
-    assert out[0] == {"correct": True, "extracted": "5"}
-    assert set(out[1]) == {"error"}
-    assert out[2] == {"correct": True, "extracted": "x = 5"}
-    assert out[3] == {"correct": False, "extracted": None}
-    for i in (4, 5, 6, 7):
-        assert set(out[i]) == {"error"}, (i, out[i])
-    assert out[8] == {"correct": True, "extracted": "\\frac{1}{2}"}
-    assert out[9] == {"correct": False, "extracted": "7"}
+CLI_LINES = [  # (input line, expected output)
+    (json.dumps({"completion": box("5"), "reference": "5"}), {"correct": True, "extracted": "5"}),
+    ("this is not json", "error"),
+    (json.dumps({"completion": box("x = 5"), "reference": "5"}), {"correct": True, "extracted": "x = 5"}),
+    (json.dumps({"completion": "The answer is 5.", "reference": "5"}), {"correct": False, "extracted": None}),
+    (json.dumps({"completion": box("6")}), "error"),
+    (json.dumps({"completion": 5, "reference": "5"}), "error"),
+    (json.dumps(["completion", "reference"]), "error"),
+    ("", "error"),
+    (json.dumps({"completion": box("1"), "reference": "1", "timeout": "soon"}), "error"),
+    (json.dumps({"completion": box("\\frac{1}{2}"), "reference": "0.5", "timeout": 2}),
+     {"correct": True, "extracted": "\\frac{1}{2}"}),
+    (json.dumps({"completion": box("7"), "reference": "8"}), {"correct": False, "extracted": "7"}),
+]
 
 
-def test_batch_cli_flushes_each_line():
+def _check(line: str, expected) -> None:
+    got = json.loads(line)
+    if expected == "error":
+        assert set(got) == {"error"} and isinstance(got["error"], str), got
+    else:
+        assert got == expected
+
+
+def test_batch_cli_answers_each_line_in_order_and_flushes():
+    """Each answer is read before the next line is sent: proves order and per-line flushing."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "rcea.verify"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     try:
-        proc.stdin.write(json.dumps({"completion": box("3"), "reference": "3"}) + "\n")
-        proc.stdin.flush()
-        first = proc.stdout.readline()  # answered before stdin is closed
-        assert json.loads(first) == {"correct": True, "extracted": "3"}
-    finally:
+        for line, expected in CLI_LINES:
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 90)
+            assert ready, f"no answer to {line!r}"
+            _check(proc.stdout.readline(), expected)
         proc.stdin.close()
-        proc.wait(60)
+        assert proc.wait(60) == 0
+        assert proc.stdout.read() == ""  # exactly one output line per input line
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_batch_cli_piped_file():
+    """The whole batch through a pipe gives as many lines as it got, in order."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    lines = [json.dumps({"completion": box(str(i)), "reference": str(i % 3)}) for i in range(6)]
+    proc = subprocess.run([sys.executable, "-m", "rcea.verify"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [o["extracted"] for o in out] == [str(i) for i in range(6)]
+    assert [o["correct"] for o in out] == [True, True, True, False, False, False]
