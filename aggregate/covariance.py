@@ -40,11 +40,29 @@ def covariance_prediction(z_from: np.ndarray, z_to: np.ndarray) -> tuple[np.ndar
     return pred, obs
 
 
+def rankdata(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n with ties given their average rank."""
+    x = np.asarray(x)
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    new = np.r_[True, xs[1:] != xs[:-1]]
+    dense = np.cumsum(new)
+    bounds = np.r_[np.flatnonzero(new), x.size]  # first position of each tie block, then n
+    avg = 0.5 * (bounds[dense - 1] + 1 + bounds[dense])  # mean of positions block_start+1 .. block_end
+    out = np.empty(x.size, dtype=np.float64)
+    out[order] = avg
+    return out
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson correlation (Spearman when given ranks)."""
+    xc, yc = x - x.mean(), y - y.mean()
+    return float((xc * yc).sum() / math.sqrt((xc**2).sum() * (yc**2).sum()))
+
+
 def fit_summary(P: np.ndarray, O: np.ndarray) -> dict[str, float | int]:
     """Sign agreement, Spearman (average ranks), Pearson, OLS of O on P (slope, intercept, R^2 = r^2),
     identity-line R^2, median |P-O| and median |P-O|/|O| (O = 0 skipped and counted) (A10)."""
-    from scipy import stats
-
     P = np.asarray(P, dtype=np.float64)
     O = np.asarray(O, dtype=np.float64)
     ok = ~np.isnan(P) & ~np.isnan(O)
@@ -62,11 +80,13 @@ def fit_summary(P: np.ndarray, O: np.ndarray) -> dict[str, float | int]:
                rel_error_skipped=int((~nz).sum()),
                median_rel_error=float(np.median(err[nz] / np.abs(O[nz]))) if nz.any() else nan)
     if n >= 3 and np.ptp(P) > 0 and np.ptp(O) > 0:
-        lr = stats.linregress(P, O)
-        ss_tot = float(((O - O.mean()) ** 2).sum())
-        out.update(spearman=float(stats.spearmanr(P, O).statistic), pearson=float(lr.rvalue),
-                   slope=float(lr.slope), intercept=float(lr.intercept), r2=float(lr.rvalue**2),
-                   r2_identity=float(1 - ((O - P) ** 2).sum() / ss_tot))
+        pc, oc = P - P.mean(), O - O.mean()
+        sxx, syy, sxy = float((pc**2).sum()), float((oc**2).sum()), float((pc * oc).sum())
+        r = sxy / math.sqrt(sxx * syy)
+        slope = sxy / sxx
+        out.update(spearman=pearson(rankdata(P), rankdata(O)), pearson=r, slope=slope,
+                   intercept=float(O.mean() - slope * P.mean()), r2=r * r,
+                   r2_identity=float(1 - ((O - P) ** 2).sum() / syy))
     return out
 
 

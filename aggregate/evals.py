@@ -96,7 +96,7 @@ def interpolate_on_progress(steps: np.ndarray, values: np.ndarray, steps_per_epo
 def spearman_with_p(x: np.ndarray, y: np.ndarray, exact_max_n: int = 8) -> dict[str, float | int]:
     """Spearman rho (average ranks), its t-approximation p (two-sided, scipy) and the exact two-sided
     permutation p = #{perm : |rho_perm| >= |rho|} / n! for n <= exact_max_n (RQ3, section 12)."""
-    from scipy import stats
+    from aggregate.covariance import pearson, rankdata
 
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -106,16 +106,19 @@ def spearman_with_p(x: np.ndarray, y: np.ndarray, exact_max_n: int = 8) -> dict[
     nan = float("nan")
     if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return {"n": n, "spearman": nan, "p_t_approx": nan, "p_exact": nan}
-    res = stats.spearmanr(x, y)
-    rho = float(res.statistic)
+    rx, ry = rankdata(x), rankdata(y)
+    rho = pearson(rx, ry)
     p_exact = nan
     if n <= exact_max_n:
-        rx, ry = stats.rankdata(x), stats.rankdata(y)
         perms = np.array(list(itertools.permutations(range(n))))
         ryp = ry[perms]
         rxc, rypc = rx - rx.mean(), ryp - ry.mean()
         r = (rypc * rxc).sum(1) / math.sqrt((rxc**2).sum() * (rypc[0] ** 2).sum())
         p_exact = float(np.mean(np.abs(r) >= abs(rho) - 1e-12))
-    with np.errstate(all="ignore"):
-        p_t = float(res.pvalue) if abs(rho) < 1 - 1e-12 else nan  # degenerate at |rho| = 1
+    p_t = nan  # t approximation, two-sided; degenerate at |rho| = 1
+    if abs(rho) < 1 - 1e-12:
+        from scipy.special import stdtr
+
+        t = rho * math.sqrt((n - 2) / (1 - rho * rho))
+        p_t = float(2 * stdtr(n - 2, -abs(t)))
     return {"n": n, "spearman": rho, "p_t_approx": p_t, "p_exact": p_exact}

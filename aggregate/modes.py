@@ -7,6 +7,7 @@ size m = min(n_base, n_c) with R frozen draws per (question, checkpoint), keyed 
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import numpy as np
@@ -58,13 +59,14 @@ def rarefied_d1(labels: np.ndarray, m: int, rng: np.random.Generator, n_draws: i
 
 def chao_rarefied_d1(labels: np.ndarray, m: int) -> float:
     """Deterministic cross-check exp(E[H_m]) (Chao et al. 2014; iNEXT), hypergeometric f_k(m)."""
-    from scipy.stats import hypergeom
-
     _, X = np.unique(np.asarray(labels), return_counts=True)
     n = int(X.sum())
-    k = np.arange(1, m + 1)
-    f = hypergeom.pmf(k[:, None], n, X[None, :], m).sum(axis=1)  # expected # modes seen k times
-    return float(np.exp((-(k / m) * np.log(k / m) * f).sum()))
+    denom = math.comb(n, m)
+    eh = 0.0
+    for k in range(1, m + 1):
+        f_k = sum(math.comb(int(x), k) * math.comb(n - int(x), m - k) for x in X) / denom  # E[# modes seen k times]
+        eh += -(k / m) * math.log(k / m) * f_k
+    return float(math.exp(eh))
 
 
 def retention_pairs(

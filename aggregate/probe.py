@@ -178,6 +178,9 @@ def retention_stats(samples: pa.Table, idx: ProbeIndex, settings: AggregateSetti
             else:
                 entry.update(mode_retention=float("nan"), mode_retention_ci=[float("nan"), float("nan")])
             out[e] = entry
+    if out and not any(v["mode_retention_n"] for v in out.values()):
+        notes.append(f"no (question, checkpoint) pair has min(n_base, n_c) >= m_min = {settings.min_mode_m} "
+                     "process-valid labelled successes: retention is null (lower --min-mode-m for small runs)")
     return out, notes
 
 
