@@ -1,0 +1,168 @@
+"""Transformers backend: seeded batched sampling with a KV cache, and chunked teacher-forced scoring.
+
+Sampling draws each row with its own `torch.Generator(seed)`, so a completion depends only on its prompt,
+its seed and the batch it was decoded in (jobs use fixed batches, so reruns are identical).
+LoRA adapters go through Transformers' PEFT integration (`load_adapter` / `set_adapter`); at most
+`max_adapters` stay loaded. Scoring runs the decoder once per batch and projects hidden states to the
+vocabulary in chunks of positions (`infer.entropy`), so no (T, V) matrix is ever held whole.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from infer.backends import Completion, SamplingSpec, Scored
+from infer.entropy import chunked_stats_from_hidden
+
+
+class HFBackend:
+    def __init__(self, model_path: str, device: str = "cpu", dtype: str = "auto", batch_size: int = 8,
+                 chunk: int = 256, max_adapters: int = 2):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.device = torch.device(device)
+        if dtype == "auto":
+            dtype = "bfloat16" if self.device.type == "cuda" else "float32"
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(self.device)
+        self.model.eval()
+        self.batch_size, self.chunk, self.max_adapters = batch_size, chunk, max_adapters
+        self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+        eos = self.model.generation_config.eos_token_id
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        if self.tokenizer.eos_token_id is not None:
+            eos.append(self.tokenizer.eos_token_id)
+        self.eos_ids = sorted(set(eos))
+        if not self.eos_ids:
+            raise ValueError(f"{model_path}: neither the generation config nor the tokenizer names an EOS token")
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
+        self._adapters: list[str] = []   # loaded adapter names, least recently used first
+        self.adapter: str | None = None
+
+    # ----------------------------------------------------------------- adapters
+    def set_adapter(self, adapter: str | None) -> None:
+        if adapter is None:
+            if self._adapters:
+                self.model.disable_adapters()
+            self.adapter = None
+            return
+        path = Path(adapter)
+        if not (path / "adapter_config.json").exists():
+            raise FileNotFoundError(f"{path} is not a LoRA adapter folder (no adapter_config.json); "
+                                    "was the checkpoint written completely?")
+        name = f"a{zlib.crc32(str(path.resolve()).encode()):08x}"
+        if name not in self._adapters:
+            while len(self._adapters) >= self.max_adapters:
+                self.model.delete_adapter(self._adapters.pop(0))
+            self.model.load_adapter(str(path), adapter_name=name)
+        else:
+            self._adapters.remove(name)
+        self._adapters.append(name)
+        self.model.set_adapter(name)
+        self.model.enable_adapters()
+        self.adapter = str(path)
+
+    # ----------------------------------------------------------------- generate
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[list[int]], spec: SamplingSpec,
+                 seeds: Sequence[int] | None = None) -> list[Completion]:
+        if not spec.greedy and (seeds is None or len(seeds) != len(prompts)):
+            raise ValueError("sampling needs one seed per prompt")
+        out: list[Completion] = []
+        for i in range(0, len(prompts), self.batch_size):
+            batch_seeds = None if spec.greedy else list(seeds[i:i + self.batch_size])
+            out += self._generate_batch(list(prompts[i:i + self.batch_size]), spec, batch_seeds)
+        return out
+
+    def _generate_batch(self, prompts: list[list[int]], spec: SamplingSpec, seeds) -> list[Completion]:
+        B, L = len(prompts), max(len(p) for p in prompts)
+        ids = torch.full((B, L), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, L), dtype=torch.long)
+        for b, p in enumerate(prompts):                # left padding: the newest token sits at the right
+            ids[b, L - len(p):] = torch.tensor(p)
+            mask[b, L - len(p):] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        gens = None if spec.greedy else [torch.Generator().manual_seed(int(s)) for s in seeds]
+        eos = torch.tensor(self.eos_ids, device=self.device)
+        tokens: list[list[int]] = [[] for _ in range(B)]
+        lps: list[list[float]] = [[] for _ in range(B)]
+        done = [False] * B
+        res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+        for _ in range(spec.max_new_tokens):
+            logits = res.logits[:, -1, :].float()      # (B, V) fp32
+            nxt, lp = self._pick(logits, spec, gens)
+            for b in range(B):
+                if not done[b]:
+                    tokens[b].append(int(nxt[b]))
+                    lps[b].append(float(lp[b]))
+                    done[b] = bool(torch.isin(nxt[b], eos))
+            if all(done):
+                break
+            nxt = torch.where(torch.tensor(done, device=self.device), torch.full_like(nxt, self.pad_id), nxt)
+            mask = torch.cat([mask, torch.ones((B, 1), dtype=mask.dtype, device=self.device)], dim=1)
+            pos = pos[:, -1:] + 1
+            res = self.model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos,
+                             past_key_values=res.past_key_values, use_cache=True)
+        return [Completion(t, bool(t) and t[-1] in self.eos_ids, lp) for t, lp in zip(tokens, lps)]
+
+    @staticmethod
+    def _pick(logits: torch.Tensor, spec: SamplingSpec, gens) -> tuple[torch.Tensor, torch.Tensor]:
+        """Next token per row and its log-prob under the decoding distribution. logits (B, V) fp32."""
+        if spec.greedy:
+            logp = torch.log_softmax(logits, dim=-1)
+            nxt = logits.argmax(dim=-1)                # first maximum: deterministic
+            return nxt, logp.gather(-1, nxt[:, None]).squeeze(-1)
+        logp = torch.log_softmax(logits / spec.temperature, dim=-1)   # (B, V)
+        if spec.top_p < 1.0:
+            sorted_lp, order = logp.sort(dim=-1, descending=True)
+            cum = sorted_lp.exp().cumsum(-1)
+            drop = (cum - sorted_lp.exp()) >= spec.top_p              # keep the smallest prefix reaching top_p
+            sorted_lp = sorted_lp.masked_fill(drop, float("-inf"))
+            logp = torch.full_like(logp, float("-inf")).scatter(-1, order, sorted_lp)
+            logp = torch.log_softmax(logp, dim=-1)
+        probs = logp.exp().cpu()
+        nxt = torch.stack([torch.multinomial(probs[b], 1, generator=g)[0] for b, g in enumerate(gens)])
+        nxt = nxt.to(logits.device)
+        return nxt, logp.gather(-1, nxt[:, None]).squeeze(-1)
+
+    # ----------------------------------------------------------------- score
+    @torch.inference_mode()
+    def score(self, prompts: Sequence[list[int]], completions: Sequence[list[int]],
+              logits_at: Sequence[Sequence[int]] | None = None) -> list[Scored]:
+        if len(prompts) != len(completions):
+            raise ValueError("score needs one completion per prompt")
+        out: list[Scored] = []
+        for i in range(0, len(prompts), self.batch_size):
+            at = None if logits_at is None else logits_at[i:i + self.batch_size]
+            out += self._score_batch(prompts[i:i + self.batch_size], completions[i:i + self.batch_size], at)
+        return out
+
+    def _score_batch(self, prompts, completions, logits_at) -> list[Scored]:
+        seqs = [list(p) + list(c) for p, c in zip(prompts, completions)]
+        B, L = len(seqs), max(len(s) for s in seqs)
+        ids = torch.full((B, L), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, L), dtype=torch.long)
+        for b, s in enumerate(seqs):                   # right padding: positions count from 0
+            ids[b, :len(s)] = torch.tensor(s)
+            mask[b, :len(s)] = 1
+        hidden = self.model.get_decoder()(input_ids=ids.to(self.device),
+                                          attention_mask=mask.to(self.device)).last_hidden_state  # (B, L, H)
+        head = self.model.get_output_embeddings()
+        out = []
+        for b, (p, c) in enumerate(zip(prompts, completions)):
+            P, T = len(p), len(c)
+            h = hidden[b, P - 1:P - 1 + T]             # (T, H): index P-1+t predicts completion token t
+            tgt = torch.tensor(list(c), dtype=torch.long, device=self.device)
+            lp, ent = chunked_stats_from_hidden(h, head.weight, tgt, self.chunk, getattr(head, "bias", None))
+            logits = None
+            if logits_at is not None and len(logits_at[b]):
+                sel = torch.tensor(list(logits_at[b]), dtype=torch.long, device=self.device)
+                logits = head(h[sel]).float().cpu().numpy()   # (P_sel, V) fp32
+            out.append(Scored(lp.cpu().numpy(), ent.cpu().numpy(), logits))
+        return out

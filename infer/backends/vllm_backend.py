@@ -1,0 +1,80 @@
+"""vLLM backend (GPU only): generation with the LoRA adapter of each checkpoint loaded per request.
+
+It cannot score: vLLM returns top-k log-probs, not full-vocabulary entropies, so teacher-forced
+measurements use the Transformers backend. This module is imported only when `vllm` is chosen.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import Sequence
+
+from infer.backends import Completion, SamplingSpec
+
+
+class VLLMBackend:
+    def __init__(self, model_path: str, max_lora_rank: int = 32, gpu_memory_utilization: float = 0.5,
+                 max_model_len: int = 4096, dtype: str = "bfloat16", seed: int = 0, **llm_kwargs):
+        try:
+            from vllm import LLM
+        except ImportError as exc:  # pragma: no cover - GPU image only
+            raise ImportError("the vllm backend needs vLLM (the GPU infer image); use --backend hf on CPU") from exc
+        self.llm = LLM(model=model_path, enable_lora=True, max_lora_rank=max_lora_rank, max_loras=2,
+                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, dtype=dtype,
+                       seed=seed, **llm_kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        gen_eos = self.llm.llm_engine.generation_config_fields.get("eos_token_id") \
+            if hasattr(self.llm.llm_engine, "generation_config_fields") else None
+        eos = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+        if self.tokenizer.eos_token_id is not None:
+            eos.append(self.tokenizer.eos_token_id)
+        self.eos_ids = sorted(set(eos))
+        self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())
+        self._lora = None
+
+    def set_adapter(self, adapter: str | None) -> None:
+        if adapter is None:
+            self._lora = None
+            return
+        from vllm.lora.request import LoRARequest
+
+        path = Path(adapter)
+        if not (path / "adapter_config.json").exists():
+            raise FileNotFoundError(f"{path} is not a LoRA adapter folder (no adapter_config.json)")
+        key = str(path.resolve())
+        self._lora = LoRARequest(f"ckpt-{zlib.crc32(key.encode()):08x}", zlib.crc32(key.encode()) % 2**31 + 1, key)
+
+    def generate(self, prompts: Sequence[list[int]], spec: SamplingSpec,
+                 seeds: Sequence[int] | None = None) -> list[Completion]:
+        from vllm import SamplingParams
+
+        if not spec.greedy and (seeds is None or len(seeds) != len(prompts)):
+            raise ValueError("sampling needs one seed per prompt")
+
+        def params(i: int) -> SamplingParams:
+            if spec.greedy:
+                return SamplingParams(temperature=0.0, max_tokens=spec.max_new_tokens, logprobs=0,
+                                      stop_token_ids=self.eos_ids)
+            return SamplingParams(temperature=spec.temperature, top_p=spec.top_p, top_k=0,
+                                  max_tokens=spec.max_new_tokens, seed=int(seeds[i]), logprobs=0,
+                                  stop_token_ids=self.eos_ids)
+
+        outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts],
+                                 sampling_params=[params(i) for i in range(len(prompts))],
+                                 lora_request=self._lora, use_tqdm=False)
+        result = []
+        for o in outs:
+            c = o.outputs[0]
+            ids = list(c.token_ids)
+            finished = c.finish_reason == "stop"
+            if finished and (not ids or ids[-1] not in self.eos_ids) and isinstance(c.stop_reason, int):
+                ids.append(c.stop_reason)          # keep the terminating EOS as an eligible position
+            lps = None
+            if c.logprobs:
+                lps = [float(d[t].logprob) for d, t in zip(c.logprobs, c.token_ids) if t in d]
+            result.append(Completion(ids, finished and bool(ids) and ids[-1] in self.eos_ids, lps))
+        return result
+
+    def score(self, prompts, completions, logits_at=None):
+        raise NotImplementedError("vLLM gives no full-vocabulary entropies; score with the hf backend")
