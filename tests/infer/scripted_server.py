@@ -5,7 +5,7 @@ attempts of a request fail: the judge and codebook pipelines are run against it 
 
 Tasks are recognised by the `TASK: <name>` line of the system message. Markers in a trajectory:
   FATAL        judge: fatal reasoning error            GARBLE   judge: malformed (non-JSON) answer
-  ERR500       first two attempts answer HTTP 500      SLOWONCE first attempt sleeps (past a short client timeout)
+  ERR500       first two attempts answer HTTP 500      SLOWONCE judge: first attempt sleeps (past a short client timeout)
   SLOW         answer after a short sleep              AMBIG    assignment confidence 0.3
   FLIP         assignment pass 2 picks another mode    UNSURE   assignment and arbitration say UNCERTAIN
   RARE         induction ignores its strategy (so assignment proposes NEW)
@@ -47,6 +47,7 @@ class Script:
         self.attempts: Counter = Counter()
         self.requests = 0
         self.by_task: Counter = Counter()
+        self.seen: list[str] = []  # every prompt received (system + user), for blinding checks
         self.lock = threading.Lock()
 
     # returns (status, body-text or None, sleep seconds)
@@ -57,6 +58,7 @@ class Script:
         key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         with self.lock:
             self.requests += 1
+            self.seen.append(system + "\n" + user)
             self.attempts[key] += 1
             n = self.attempts[key]
         task = (re.search(r"TASK: ([\w-]+)", system) or [None, "unknown"])[1]
@@ -65,7 +67,7 @@ class Script:
         sleep = self.delay + (self.slow_s if "SLOW" in user else 0.0)
         if "ERR500" in user and n <= 2:
             return 500, "", 0.0
-        if "SLOWONCE" in user and n == 1:
+        if "SLOWONCE" in user and n == 1 and task == "validity-judge":
             sleep += self.timeout_sleep_s  # past a short client timeout; the answer itself is normal
         fn = getattr(self, "task_" + task.replace("-", "_"), None)
         if fn is None:
