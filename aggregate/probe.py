@@ -85,7 +85,7 @@ def _endpoint_stats(idx: ProbeIndex, q: entropy.QuestionStats, e: int) -> dict:
 
 def _paired_lists(idx: ProbeIndex, hs: np.ndarray, start: np.ndarray, q: entropy.QuestionStats, e: int):
     """Success and failure h̄ lists of the paired questions Q_c of endpoint e; ``hs`` is h̄ with rows
-    sorted by (group, reward) (failures first), ``start`` the first row of each group."""
+    sorted by (group, reward, sample) (failures first), ``start`` the first row of each group."""
     sl = idx.qg_slice(e)
     both = np.flatnonzero(~np.isnan(q.H_tok_pos[sl]) & ~np.isnan(q.H_tok_neg[sl])) + sl.start
     succ = [hs[start[g] + q.K0[g] : start[g + 1]] for g in both]
@@ -100,7 +100,7 @@ def probe_stats(samples: pa.Table, settings: AggregateSettings, workers: int | N
     q = entropy.question_stats(idx.row_qg, idx.reward, numeric(samples.column("logprob_sum")), hbar,
                                numeric(samples.column("n_tokens")), n_groups=len(idx.qg_ep), min_k_r=settings.min_k_r)
     entries = [_endpoint_stats(idx, q, e) for e in range(idx.n_endpoints)]
-    hs = hbar[np.lexsort((idx.reward, idx.row_qg))]
+    hs = hbar[np.lexsort((idx.sample, idx.reward, idx.row_qg))]  # canonical order: row order never matters
     start = np.concatenate([[0], np.cumsum(q.K)])
 
     def boot(e: int) -> None:
@@ -145,7 +145,7 @@ def retention_stats(samples: pa.Table, idx: ProbeIndex, settings: AggregateSetti
         notes.append(note)
     by_ep: dict[int, dict[str, np.ndarray]] = {}
     qg = idx.row_qg[rows]
-    order = np.argsort(qg, kind="stable")
+    order = np.lexsort((idx.sample[rows], qg))  # by (question group, sample): row order never matters
     qg, labels = qg[order], labels[order]
     bounds = np.flatnonzero(np.diff(qg)) + 1
     for g_rows, g_labels in zip(np.split(qg, bounds), np.split(labels, bounds)):

@@ -1,0 +1,151 @@
+"""The CLI end to end on small synthetic datasets: outputs, missing inputs, invariances."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from aggregate import synth
+from aggregate.cli import main
+from aggregate.report import SUMMARY_KEYS
+
+SMALL = ["--min-k-r", "2", "--min-mode-m", "2", "--bootstrap-resamples", "300", "--pass-k", "4", "--quiet"]
+
+
+def _run(tmp: Path, tables: dict[str, pa.Table], extra: list[str] = SMALL, parts: int = 1, figs: bool = False) -> tuple[dict, Path]:
+    src, out = tmp / "in", tmp / "out"
+    synth.write_dataset(tables, src, parts=parts)
+    assert main(["--input", str(src), "--output", str(out), *extra, *([] if figs else ["--no-figures"])]) == 0
+    return json.loads((out / "summary.json").read_text()), out
+
+
+@pytest.fixture(scope="module")
+def tiny() -> dict[str, pa.Table]:
+    return synth.generate(synth.tiny_spec(seed=3, n_questions=6, k=12))
+
+
+def test_tiny_outputs_complete(tmp_path: Path, tiny) -> None:
+    s, out = _run(tmp_path, tiny, parts=2, figs=True)
+    assert len(s["endpoints"]) == 3
+    for e in s["endpoints"]:
+        assert set(SUMMARY_KEYS) <= set(e)
+    for key in ("table1", "table2", "tableA4", "tableA5", "tableA6", "tableA7", "tableA8", "tableA9"):
+        md = (out / "tables" / f"{key}.md").read_text()
+        tex = (out / "tables" / f"{key}.tex").read_text()
+        assert md.strip() and "\\begin{table}" in tex
+        assert key[5:].upper() in (out / "report.md").read_text().upper()
+    for fig in ("fig_traces", "fig_reward_ratios", "fig_covariance_fit"):
+        assert (out / "figures" / f"{fig}.png").stat().st_size > 1000 and (out / "figures" / f"{fig}.pdf").exists()
+    assert "toprule" in (out / "tables" / "table1.tex").read_text()
+    assert s["covariance_fit"]["all_nonfailed"]["n"] == 4
+    assert max(e["max_decomposition_residual"] for e in s["endpoints"]) < 1e-9
+
+
+def test_ratios_match_independent_pandas_computation(tmp_path: Path, tiny) -> None:
+    s, _ = _run(tmp_path, tiny)
+    df = tiny["samples"].to_pandas()
+    df["scale"], df["method"], df["question_id"] = (df[c].astype(str) for c in ("scale", "method", "question_id"))
+    for e in s["endpoints"]:
+        d = df[(df.scale == e["scale"]) & (df.method == e["method"]) & (df.step == e["step"])]
+        g = d.groupby(["question_id", "reward"]).token_entropy_mean.agg(["mean", "size"]).unstack("reward")
+        pos = g["mean"][1].where(g["size"][1] >= 2)
+        neg = g["mean"][0].where(g["size"][0] >= 2)
+        assert e["coverage_success"] == pytest.approx(pos.notna().mean())
+        assert e["coverage_failure"] == pytest.approx(neg.notna().mean())
+        both = pos.notna() & neg.notna()
+        if both.any():
+            assert e["paired_ratio"] == pytest.approx(neg[both].mean() / pos[both].mean(), rel=1e-12)
+            assert e["paired_n"] == int(both.sum())
+        if pos.notna().any() and neg.notna().any():
+            assert e["broad_ratio"] == pytest.approx(neg.mean() / pos.mean(), rel=1e-12)
+
+
+def test_default_k_r_on_tiny_reports_null_with_coverage_zero(tmp_path: Path) -> None:
+    tabs = synth.generate(synth.tiny_spec())  # 4 questions x 4 samples: K_r >= 8 impossible
+    s, out = _run(tmp_path, tabs, extra=["--bootstrap-resamples", "50", "--quiet"])
+    for e in s["endpoints"]:
+        assert e["coverage_success"] == 0 and e["coverage_failure"] == 0
+        assert e["broad_ratio"] is None and e["paired_ratio"] is None and e["paired_n"] == 0
+    assert "zero coverage" in (out / "report.md").read_text()
+
+
+def test_missing_tokens_and_null_modes(tmp_path: Path, tiny) -> None:
+    tabs = dict(tiny)
+    del tabs["tokens"]
+    samples = tabs["samples"]
+    tabs["samples"] = samples.set_column(samples.column_names.index("mode"), "mode", pa.nulls(samples.num_rows, pa.string()))
+    s, out = _run(tmp_path, tabs)
+    assert all(e["q99_share_success"] is None and e["mode_retention"] is None for e in s["endpoints"])
+    assert "tokens" in s["unavailable"]["q99"] and "mode" in s["unavailable"]["mode_retention"]
+    assert "Missing input: no tokens table" in (out / "tables" / "table2.md").read_text()
+    assert "all null" in (out / "tables" / "tableA6.md").read_text()
+    assert "no tokens table" in (out / "report.md").read_text()
+
+
+def test_only_greedy_and_empty_input(tmp_path: Path, tiny) -> None:
+    s, out = _run(tmp_path / "a", {"greedy": tiny["greedy"]})
+    assert s["endpoints"] == [] and "reward_ratios" in s["unavailable"] and "covariance_fit" in s["unavailable"]
+    assert "| Base tiny |" in (out / "tables" / "table1.md").read_text()
+    (tmp_path / "empty").mkdir()
+    assert main(["--input", str(tmp_path / "empty"), "--output", str(tmp_path / "eo"), "--quiet"]) == 0
+    assert main(["--input", str(tmp_path / "nope"), "--output", str(tmp_path / "no"), "--quiet"]) == 2
+
+
+def test_malformed_table_is_reported_not_fatal(tmp_path: Path, tiny) -> None:
+    tabs = dict(tiny)
+    tabs["covariance"] = tabs["covariance"].drop_columns(["observed_delta"])
+    s, _ = _run(tmp_path, tabs)
+    assert any("observed_delta" in n for n in s["notes"]) and s["covariance_fit"] is None
+
+
+def _strip(s: dict) -> dict:
+    s = dict(s)
+    s.pop("timings_s"), s.pop("provenance")
+    return s
+
+
+def test_row_order_invariance(tmp_path: Path, tiny) -> None:
+    """Shuffling samples and token rows leaves every number unchanged (keyed RNG, grouped keys)."""
+    a, _ = _run(tmp_path / "a", tiny)
+    rng = np.random.default_rng(0)
+    shuffled = dict(tiny)
+    for name in ("samples", "tokens", "greedy", "passk"):
+        shuffled[name] = tiny[name].take(pa.array(rng.permutation(tiny[name].num_rows)))
+    b, _ = _run(tmp_path / "b", shuffled)
+    ja, jb = _strip(a), _strip(b)
+    for ea, eb in zip(ja.pop("endpoints"), jb.pop("endpoints")):
+        for k, v in ea.items():
+            if isinstance(v, float):
+                assert eb[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+            else:
+                assert eb[k] == v, k
+    assert json.dumps(ja["covariance_fit"]) == json.dumps(jb["covariance_fit"])
+
+
+def test_q99_matches_direct_computation(tmp_path: Path, tiny) -> None:
+    """Token join + proxy against a pandas merge and the estimator functions, per endpoint."""
+    from aggregate import covariance
+
+    s, _ = _run(tmp_path, tiny)
+    smp = tiny["samples"].to_pandas()
+    tok = tiny["tokens"].to_pandas()
+    for df in (smp, tok):
+        for c in ("scale", "method", "question_id"):
+            df[c] = df[c].astype(str)
+    keys = ["scale", "method", "step", "question_id"]
+    smp["c"] = smp.groupby(keys).reward.transform("sum")
+    smp["G"] = smp.groupby(keys).reward.transform("size")
+    std = np.sqrt(smp.c / smp.G * (1 - smp.c / smp.G) * smp.G / (smp.G - 1))
+    smp["A"] = (smp.reward - smp.c / smp.G) / (std + 1e-4)
+    m = tok.merge(smp[keys + ["sample", "reward", "A"]], on=keys + ["sample"])
+    got = {(e["scale"], e["method"], e["step"]): e for e in s["endpoints"]}
+    for (sc, me, st), d in m.groupby(["scale", "method", "step"]):
+        cov = (d.A - d.A.mean()) * (d.logprob.astype(float) - d.logprob.astype(float).mean())
+        e = got[(sc, me, st)]
+        assert e["q99_share_failure"] == pytest.approx(covariance.q99_share(cov[d.reward == 0].to_numpy())["share"], rel=1e-9)
+        assert e["q99_share_success"] == pytest.approx(covariance.q99_share(cov[d.reward == 1].to_numpy())["share"], rel=1e-9)
