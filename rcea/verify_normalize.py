@@ -333,6 +333,7 @@ def answer_variants(pred: str, ref: str) -> tuple[list[str], list[str]]:
 def canonical_string(s: str) -> str:
     """Whitespace-free comparison key; purely verbal answers are also lower-cased."""
     t = re.sub(r"\s+", "", s)
+    t = re.sub(r"([_^])\{([A-Za-z0-9])\}", r"\1\2", t)  # E_{1} -> E_1, x^{2} -> x^2
     if re.fullmatch(r"[A-Za-z ()'\-]+", s):
         t = t.lower().strip("()")
     return t

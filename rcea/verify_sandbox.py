@@ -54,12 +54,17 @@ class _Deadline(BaseException):
 @lru_cache(maxsize=8192)
 def _parse(latex: str) -> tuple:
     """math-verify parse of one normalised LaTeX answer (cached: references repeat across samples)."""
+    from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
     from math_verify import LatexExtractionConfig, parse
 
     # WARNING: model output is parsed here (latex2sympy via math-verify builds sympy objects from
     # it). LaTeX extraction only: no sympy `parse_expr`/`sympify` of strings, hence no eval/exec.
     # The caller bounds the time (interval timer here, process kill in the parent).
-    cfg = [LatexExtractionConfig(boxed_match_priority=0)]
+    # units=False: math-verify's unit stripping deletes trailing variables (`\\frac{1}{m} t` -> 1/m,
+    # so it would accept `\\frac{1}{m}`); `rcea.verify_normalize` strips units more carefully.
+    norm = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=True,
+                               boxed="all", equations=False)
+    cfg = [LatexExtractionConfig(boxed_match_priority=0, normalization_config=norm)]
     return tuple(parse(f"${latex}$", extraction_config=cfg, parsing_timeout=None))
 
 
