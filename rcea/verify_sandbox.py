@@ -60,8 +60,8 @@ def _parse(latex: str) -> tuple:
     # WARNING: model output is parsed here (latex2sympy via math-verify builds sympy objects from
     # it). LaTeX extraction only: no sympy `parse_expr`/`sympify` of strings, hence no eval/exec.
     # The caller bounds the time (interval timer here, process kill in the parent).
-    # units=False: math-verify's unit stripping deletes trailing variables (`\\frac{1}{m} t` -> 1/m,
-    # so it would accept `\\frac{1}{m}`); `rcea.verify_normalize` strips units more carefully.
+    # units=False: math-verify's unit stripping deletes trailing variables (`\frac{1}{m} t` -> 1/m,
+    # so it would accept `\frac{1}{m}`); `rcea.verify_normalize` strips units more carefully.
     norm = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=True,
                                boxed="all", equations=False)
     cfg = [LatexExtractionConfig(boxed_match_priority=0, normalization_config=norm)]
@@ -135,6 +135,10 @@ def _inline(pairs: Sequence[tuple[str, str]], timeout: float) -> bool:
 def _worker_main() -> None:
     """Serve JSON lines `{"pairs": [[gold, pred], ...], "budget": s}` -> `{"equal": b, "timed_out": b}`."""
     logging.disable(logging.WARNING)
+    # The protocol gets a private copy of stdout; stray prints (Python or C level) go to stderr.
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     try:
         import resource
 
@@ -145,7 +149,6 @@ def _worker_main() -> None:
     import math_verify  # noqa: F401  (import before announcing readiness)
 
     _equal_one("1", "1")  # warm the parser
-    out = sys.stdout
     out.write("ready\n")
     out.flush()
     for line in sys.stdin:
