@@ -14,7 +14,7 @@ from typing import Any
 
 from rcea.paths import data_dir, shared_dir
 
-BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math")
+BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math", "toy")  # toy: rcea/toy.py held-out set
 FROZEN = Path(__file__).resolve().parent / "frozen"
 
 
@@ -65,6 +65,9 @@ def benchmark_path(name: str) -> Path:
 
 @lru_cache(maxsize=None)
 def _benchmark_rows(name: str) -> tuple[dict, ...]:
+    if name == "toy":
+        from rcea import toy
+        return tuple(toy.questions("test", 400))
     ds = _load_json_files([benchmark_path(name)])
     return tuple({"id": r["id"], "problem": r["problem"], "answer": r["answer"], "benchmark": name} for r in ds)
 
@@ -92,8 +95,12 @@ def benchmark_questions(name: str, cap: int = 0) -> list[dict[str, Any]]:
 
 
 def probe_questions(cfg) -> list[dict[str, Any]]:
-    """The fixed probe: per benchmark, a prefix (in draw order) of the frozen 200-question list."""
+    """The fixed probe: per benchmark, a prefix (in draw order) of the frozen 200-question list.
+
+    In the toy world the probe is a prefix of the held-out toy questions.
+    """
     frozen = json.loads((FROZEN / "probe200.json").read_text())["ids"]
+    frozen["toy"] = [q["id"] for q in _benchmark_rows("toy")]
     out: list[dict[str, Any]] = []
     for name, n in cfg["probe.composition"].items():
         if name not in frozen:
@@ -132,6 +139,9 @@ def load_train_records(cfg, tokenizer=None) -> list[dict[str, Any]]:
     prompts longer than `data.max_prompt_tokens` after the chat template. Draw: `data.draw_size`
     examples with `data.dataset_seed`.
     """
+    if cfg["data.world"] == "toy":
+        from rcea import toy
+        return toy.questions("train", cfg["data.draw_size"], seed=cfg["toy.seed"])
     if cfg["data.use_offline"]:
         files = [shared_dir() / "data" / f for f in cfg["data.offline_train_files"]]
         ds = _load_json_files(files)

@@ -36,7 +36,9 @@ def build_tokenizer(vocab_size: int, corpus: list[str] | None = None):
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Digits are single tokens, so copying and adding numbers is a per-digit pattern a tiny model can learn.
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
@@ -74,34 +76,58 @@ def build_tiny_model(out_dir: str | Path, layers: int = 3, hidden: int = 128, he
     return out_dir
 
 
-def tiny_model_dir() -> Path:
-    return data_dir() / "models" / "tiny"
+def tiny_model_dir(cfg=None) -> Path:
+    world = cfg["data.world"] if cfg is not None else "math"
+    return data_dir() / "models" / ("tiny" if world == "math" else f"tiny-{world}")
 
 
-def ensure_tiny_model(cfg) -> Path:
-    """The tiny model of this configuration, built once under data/models/tiny (skipped when complete)."""
-    from rcea.store import atomic_write_json, is_complete
+def _build_once(out: Path, spec: dict, build) -> Path:
+    """Build into a temporary folder, then rename; reuse a complete build with the same spec."""
+    import shutil
 
-    out = tiny_model_dir()
+    from rcea.store import atomic_write_json, is_complete, write_manifest
+
     marker = out / "build.json"
-    spec = {k: cfg[f"model.tiny_{k}"] for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seed")}
     if is_complete(marker) and json.loads(marker.read_text()) == spec:
         return out
-    if out.exists():
-        import shutil
-        shutil.rmtree(out)
     tmp = out.with_name(out.name + ".building")
-    if tmp.exists():
-        import shutil
-        shutil.rmtree(tmp)
-    build_tiny_model(tmp, **spec)
+    for stale in (out, tmp):
+        if stale.exists():
+            shutil.rmtree(stale)
+    build(tmp)
     atomic_write_json(tmp / "build.json", spec)
     tmp.rename(out)
-    from rcea.store import write_manifest
-    write_manifest(marker, cfg=None, seeds={"model": spec["seed"]})
+    write_manifest(marker, seeds={"model": spec.get("seed")})
     return out
 
 
+def ensure_tiny_model(cfg) -> Path:
+    """The untrained tiny model of this configuration (tokenizer fitted to its world), built once."""
+    spec = {k: cfg[f"model.tiny_{k}"] for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seed")}
+    spec["world"] = cfg["data.world"]
+    corpus = None
+    if spec["world"] == "toy":
+        from rcea import toy
+        corpus = toy.corpus(cfg["toy.seed"]) + [cfg["data.instruction"]] * 10
+    shape = {k: v for k, v in spec.items() if k != "world"}
+    return _build_once(tiny_model_dir(cfg), spec, lambda tmp: build_tiny_model(tmp, corpus=corpus, **shape))
+
+
+def ensure_policy(cfg) -> Path:
+    """The tiny base policy: in the toy world, the warm-started model (built once, cached)."""
+    base = ensure_tiny_model(cfg)
+    if cfg["data.world"] != "toy" or cfg["toy.warm_start_steps"] == 0:
+        return base
+    from rcea.warmstart import warm_start
+
+    spec = {k: cfg[f"toy.{k}"] for k in ("warm_start_steps", "warm_start_batch", "warm_start_lr",
+                                          "warm_start_examples", "slip_rate", "seed")}
+    spec["instruction"] = cfg["data.instruction"]
+    spec["base"] = json.loads((base / "build.json").read_text())
+    out = base.with_name(base.name + "-warm")
+    return _build_once(out, spec, lambda tmp: warm_start(base, tmp, cfg))
+
+
 def model_path(cfg) -> str:
-    """What to pass to `from_pretrained`: the local tiny model, or the hub id of a real scale."""
-    return str(ensure_tiny_model(cfg)) if cfg["model.name"] == "tiny" else cfg["model.name"]
+    """What every role passes to `from_pretrained` as the base policy: the local tiny policy, or a hub id."""
+    return str(ensure_policy(cfg)) if cfg["model.name"] == "tiny" else cfg["model.name"]

@@ -1,0 +1,141 @@
+"""The toy arithmetic world: the embedded CPU default, small enough to learn on two cores.
+
+Questions are sums ("Compute 17+12.", "Compute 4+9+6."), answered as written equations and then a
+`\\boxed{}` answer. Everything the paper judges by model is decidable here by rule:
+
+* strategy (the semantic mode): two operands -> `forward` (a+b first) or `swap` (b+a first); three
+  operands -> `left` (a+b, then +c) or `pair` (b+c first, then a+...); anything else -> `other`;
+* process validity: every written equation `p+q=r` is true, and at least one is written. So
+  `17+12=211. \\boxed{29}` is a verifier success with an invalid process.
+
+WARNING: completions are model output; they are parsed with one bounded regular expression and
+integer arithmetic on at most a few hundred characters, never evaluated.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+BENCHMARK = "toy"
+TWO_MAX, THREE_MAX = 49, 19
+STRATEGIES = {2: ("forward", "swap"), 3: ("left", "pair")}
+_EQ = re.compile(r"(\d{1,4})\s*\+\s*(\d{1,4})\s*=\s*(\d{1,5})")
+_MAX_CHARS = 2000
+
+
+def _question(kind: int, rng: random.Random) -> tuple[int, ...]:
+    hi = TWO_MAX if kind == 2 else THREE_MAX
+    return tuple(rng.randint(1, hi) for _ in range(kind))
+
+
+def problem_text(operands: tuple[int, ...]) -> str:
+    return "Compute " + "+".join(map(str, operands)) + "."
+
+
+def operands_of(problem: str) -> tuple[int, ...]:
+    m = re.fullmatch(r"Compute (\d+(?:\+\d+){1,2})\.", problem.strip())
+    if not m:
+        raise ValueError(f"not a toy problem: {problem[:80]!r}")
+    return tuple(int(x) for x in m.group(1).split("+"))
+
+
+def questions(split: str, n: int, seed: int = 2027) -> list[dict[str, Any]]:
+    """`n` distinct questions of a split; `test` never overlaps `train` (they are drawn disjointly)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be train or test, not {split!r}")
+    rng = random.Random(f"toy-{seed}")
+    seen: set[tuple[int, ...]] = set()
+    test: list[tuple[int, ...]] = []
+    while len(test) < 400:  # the held-out pool is drawn first, always the same
+        q = _question(2 if rng.random() < 0.6 else 3, rng)
+        if q not in seen:
+            seen.add(q)
+            test.append(q)
+    if split == "test":
+        if n > len(test):
+            raise ValueError(f"the toy test split has {len(test)} questions; asked for {n}")
+        chosen = test[:n]
+    else:
+        chosen = []
+        while len(chosen) < n:
+            q = _question(2 if rng.random() < 0.6 else 3, rng)
+            if q not in seen:
+                seen.add(q)
+                chosen.append(q)
+    return [{"id": f"toy-{split}-{i:05d}", "problem": problem_text(q), "answer": str(sum(q)),
+             "benchmark": BENCHMARK} for i, q in enumerate(chosen)]
+
+
+def solution(operands: tuple[int, ...], strategy: str, slip: bool = False) -> str:
+    """A written solution in one strategy; `slip` writes a false intermediate equation."""
+    if len(operands) == 2:
+        a, b = operands if strategy == "forward" else operands[::-1]
+        steps = [(a, b, a + b)]
+    elif strategy == "left":
+        a, b, c = operands
+        steps = [(a, b, a + b), (a + b, c, a + b + c)]
+    else:
+        a, b, c = operands
+        steps = [(b, c, b + c), (a, b + c, a + b + c)]
+    if slip:
+        p, q, r = steps[0]
+        steps[0] = (p, q, r + 1 if r % 2 else r - 1)
+    return " ".join(f"{p}+{q}={r}." for p, q, r in steps) + f" \\boxed{{{sum(operands)}}}"
+
+
+def equations(completion: str) -> list[tuple[int, int, int]]:
+    return [tuple(int(x) for x in m.groups()) for m in _EQ.finditer(completion[:_MAX_CHARS])]
+
+
+def process_valid(problem: str, completion: str) -> bool:
+    """Rule judge: at least one equation, and every written equation is true."""
+    eqs = equations(completion)
+    return bool(eqs) and all(p + q == r for p, q, r in eqs)
+
+
+def mode(problem: str, completion: str) -> str:
+    """Rule mode labeller: the strategy the first written equation reveals."""
+    ops = operands_of(problem)
+    eqs = equations(completion)
+    if not eqs:
+        return "other"
+    first = eqs[0][:2]
+    if len(ops) == 2:
+        return {ops: "forward", ops[::-1]: "swap"}.get(first, "other")
+    return {ops[:2]: "left", ops[1:]: "pair"}.get(first, "other")
+
+
+def sft_examples(n: int, seed: int, slip_rate: float = 0.05) -> list[dict[str, str]]:
+    """Warm-start data: training questions with solutions in a seeded mix of strategies."""
+    rng = random.Random(f"toy-sft-{seed}")
+    out = []
+    for q in questions("train", n, seed=seed):
+        ops = operands_of(q["problem"])
+        strategy = rng.choice(STRATEGIES[len(ops)])
+        out.append({"problem": q["problem"], "completion": solution(ops, strategy, slip=rng.random() < slip_rate)})
+    return out
+
+
+def corpus(seed: int = 2027) -> list[str]:
+    """Text to fit the toy tokenizer on: problems, solutions of every strategy, the instruction words."""
+    texts = []
+    for q in questions("train", 2000, seed=seed):
+        ops = operands_of(q["problem"])
+        texts.append(q["problem"] + " " + " ".join(solution(ops, s) for s in STRATEGIES[len(ops)]))
+    return texts
+
+
+class RuleJudge:
+    """Fills `process_valid` by rule (the toy world's stand-in for the LLM validity judge)."""
+
+    def judge(self, question: str, reference: str, completion: str) -> bool | None:
+        return process_valid(question, completion)
+
+
+class RuleModeLabeller:
+    """Fills `mode` by rule (the toy world's stand-in for the codebook pipeline)."""
+
+    def assign(self, question: str, completions: list[str]) -> list[str | None]:
+        return [mode(question, c) for c in completions]
