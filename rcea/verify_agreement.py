@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from rcea.verify import verify
+from rcea.verify import verify, warmup
 from rcea.verify_normalize import extract_boxed
 
 CASES_PATH = Path(__file__).resolve().parent.parent / "tests" / "common" / "verify_cases.jsonl"
@@ -31,6 +32,7 @@ class Report:
     """Agreement of one verifier with the labels on a set of cases."""
 
     name: str
+    seconds: float = 0.0
     n: int = 0
     agree: int = 0
     failures: dict[str, list[str]] = field(default_factory=dict)  # category -> case ids
@@ -72,6 +74,7 @@ def ours(completion: str, reference: str) -> bool:
 def evaluate(name: str, fn: Callable[[str, str], bool], cases: Iterable[dict]) -> Report:
     """Run `fn` on every case and tally agreement, failures per category and unboxed acceptances."""
     rep = Report(name)
+    t0 = time.perf_counter()
     for c in cases:
         verdict = bool(fn(c["completion"], c["reference"]))
         rep.n += 1
@@ -82,12 +85,13 @@ def evaluate(name: str, fn: Callable[[str, str], bool], cases: Iterable[dict]) -
         unboxed = c["category"] in UNBOXED_CATEGORIES or extract_boxed(c["completion"]) is None
         if verdict and unboxed:
             rep.unboxed_accepted += 1
+    rep.seconds = time.perf_counter() - t0
     return rep
 
 
 def _print(rep: Report) -> None:
     print(f"{rep.name}: agreement {rep.agree}/{rep.n} = {100 * rep.agreement:.1f}%  "
-          f"unboxed accepted: {rep.unboxed_accepted}")
+          f"unboxed accepted: {rep.unboxed_accepted}  ({1000 * rep.seconds / max(rep.n, 1):.1f} ms/case)")
     for cat, ids in sorted(rep.failures.items()):
         print(f"    {cat}: {len(ids)} wrong ({', '.join(ids)})")
 
@@ -105,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(cases)} cases ({args.split}) in {len(cats)} categories from {args.cases}")
     if not args.skip_baseline:
         _print(evaluate("math-verify alone", mathverify_alone, cases))
+    warmup()  # worker start-up is not part of the timing
     rep = evaluate("rcea.verify", ours, cases)
     _print(rep)
     ok = rep.agreement >= args.min_agreement and rep.unboxed_accepted == 0

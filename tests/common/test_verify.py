@@ -152,6 +152,13 @@ def test_case_file_shape():
     assert all(r["label"] is False for r in rows if r["category"] in UNBOXED_CATEGORIES)
 
 
+def test_normalisation_is_idempotent_on_the_case_answers():
+    for r in load_cases(CASES_PATH, "all"):
+        for s in (r["reference"], extract_boxed(r["completion"]) or ""):
+            once = normalize_answer(s)
+            assert normalize_answer(once) == once, s
+
+
 def test_heldout_agreement_at_least_98_percent_and_no_unboxed_acceptance():
     rep = evaluate("rcea.verify", ours, load_cases(CASES_PATH, "heldout"))
     assert rep.n >= 100
