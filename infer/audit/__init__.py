@@ -1,0 +1,9 @@
+"""Independent partition audit of the frozen semantic modes (paper supplement §12; diagnostics.md §10).
+
+    python -m infer.audit sample --scale S [--questions 29] [--per-question 18] [--exclude dev_ids.txt]
+    python -m infer.audit serve  --scale S [--port 8765] [--annotators A,B]
+    python -m infer.audit report --scale S [--out report.json]
+
+Pairs, raw labels and adjudications live in one SQLite file on the shared volume
+(`data/infer/<scale>/semantic/audit/audit.sqlite`); adjudications are stored apart from raw labels.
+"""

@@ -1,0 +1,66 @@
+"""CLI of the partition audit; see infer/audit/__init__.py."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from infer.audit.sample import audit_db, report, sample
+from infer.audit.server import make_server
+from rcea.store import atomic_write_json
+
+
+def _defaults(scale: str) -> dict:
+    try:
+        from rcea.config import load_config
+        return {"seed": int(load_config(scale)["aggregate.audit_seed"])}
+    except Exception:  # noqa: BLE001 - configuration not present: the stated seed
+        return {"seed": 2031}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m infer.audit")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sample", help="draw question-disjoint within-question pairs (seed 2031)")
+    s.add_argument("--scale", required=True)
+    s.add_argument("--questions", type=int, default=29)
+    s.add_argument("--per-question", type=int, default=18)
+    s.add_argument("--exclude", type=Path, default=None, help="file of development question ids, one a line")
+    s.add_argument("--annotators", default="A,B")
+    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--force", action="store_true", help="redraw even if pairs (and labels) exist")
+    v = sub.add_parser("serve", help="serve the annotation page")
+    v.add_argument("--scale", required=True)
+    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--port", type=int, default=8765)
+    r = sub.add_parser("report", help="agreement metrics and the five gates")
+    r.add_argument("--scale", required=True)
+    r.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if args.cmd == "sample":
+        exclude = set(args.exclude.read_text().split()) if args.exclude else set()
+        names = tuple(args.annotators.split(","))
+        if len(names) != 2:
+            raise SystemExit("--annotators needs two names, e.g. A,B")
+        out = sample(args.scale, args.seed or _defaults(args.scale)["seed"], args.questions, args.per_question,
+                     exclude, names, args.force)
+        print(json.dumps(out, indent=2))
+    elif args.cmd == "serve":
+        httpd = make_server(audit_db(args.scale), args.host, args.port)
+        host, port = httpd.server_address[:2]
+        print(f"audit page: http://{host}:{port}/?annotator=A  (adjudication: ?annotator=C&adjudicate=1)", flush=True)
+        try:
+            httpd.serve_forever()
+        except KeyboardInterrupt:
+            pass
+    else:
+        out = report(audit_db(args.scale))
+        atomic_write_json(args.out or audit_db(args.scale).with_name("report.json"), out)
+        print(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

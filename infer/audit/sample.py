@@ -1,0 +1,84 @@
+"""Draw the audit: question-disjoint within-question trajectory pairs (seed 2031), and the report."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from infer.audit import store
+from infer.audit.metrics import audit_report
+from infer.llm_io import blind_id, load_questions, load_samples, load_texts, semantic_dir
+
+
+def audit_db(scale: str) -> Path:
+    return semantic_dir(scale) / "audit" / "audit.sqlite"
+
+
+def draw_pairs(assignments: pd.DataFrame, seed: int = 2031, n_questions: int = 29, per_question: int = 18,
+               exclude: set[str] = frozenset()) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """(audit trajectory ids, pairs (question_id, a, b)). Questions in `exclude` (development labels)
+    are never drawn; per question up to `per_question` trajectories, then every within-question pair,
+    the pairs shown in a seeded random order."""
+    rng = np.random.default_rng(seed)
+    by_q = {q: sorted(g["traj_id"]) for q, g in assignments.groupby("question_id", sort=True)
+            if str(q) not in exclude and len(g) >= 2}
+    qs = sorted(by_q)
+    chosen = sorted(rng.choice(len(qs), size=min(n_questions, len(qs)), replace=False)) if qs else []
+    trajs, pairs = [], []
+    for i in chosen:
+        q = qs[i]
+        ids = by_q[q]
+        pick = sorted(rng.choice(len(ids), size=min(per_question, len(ids)), replace=False))
+        sel = [ids[j] for j in pick]
+        trajs += sel
+        pairs += [(q, a, b) for a, b in itertools.combinations(sel, 2)]
+    order = rng.permutation(len(pairs))
+    return trajs, [pairs[k] for k in order]
+
+
+def sample(scale: str, seed: int = 2031, n_questions: int = 29, per_question: int = 18,
+           exclude: set[str] = frozenset(), annotators: tuple[str, str] = ("A", "B"), force: bool = False) -> dict:
+    path = audit_db(scale)
+    if path.exists() and not force:
+        with store.connect(path) as con:
+            n = con.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]
+        if n:
+            raise SystemExit(f"{path} already holds {n} pairs; labels may exist. Use --force to redraw.")
+    assignments = pd.read_parquet(semantic_dir(scale) / "codebook" / "assignments.parquet")
+    samples = load_samples(scale)
+    texts = load_texts(scale, samples)
+    questions = load_questions(scale)
+    trajs, pairs = draw_pairs(assignments, seed, n_questions, per_question, exclude)
+    mode = dict(zip(assignments["traj_id"], assignments["mode"]))
+    qid = dict(zip(assignments["traj_id"], assignments["question_id"].astype(str)))
+    if path.exists():
+        path.unlink()
+    with store.connect(path) as con:
+        con.executemany("INSERT INTO meta VALUES (?,?)", [
+            ("seed", str(seed)), ("annotators", ",".join(annotators)), ("scale", scale),
+            ("exclude", json.dumps(sorted(exclude)))])
+        con.executemany("INSERT INTO trajectories VALUES (?,?,?,?,?)", [
+            (blind_id(t), t, qid[t], texts.get(t, ""), None if pd.isna(mode[t]) else str(mode[t])) for t in trajs])
+        con.executemany("INSERT INTO questions VALUES (?,?)", [
+            (q, questions.get(q, {}).get("problem", "")) for q in sorted({p[0] for p in pairs})])
+        con.executemany("INSERT INTO pairs (position, question_id, a, b) VALUES (?,?,?,?)", [
+            (i, q, blind_id(a), blind_id(b)) for i, (q, a, b) in enumerate(pairs)])
+    return {"questions": len({p[0] for p in pairs}), "trajectories": len(trajs), "pairs": len(pairs), "db": str(path)}
+
+
+def report(path: Path) -> dict:
+    with store.connect(path) as con:
+        a, b = store.annotators(con)[:2]
+        lab = {(r["annotator"], r["pair_id"]): r["label"] for r in con.execute("SELECT * FROM labels")}
+        adj = {r["pair_id"]: r["label"] for r in con.execute("SELECT * FROM adjudications")}
+        pairs = [{"a": r["a"], "b": r["b"], "human_a": lab.get((a, r["pair_id"])), "human_b": lab.get((b, r["pair_id"])),
+                  "adjudicated": adj.get(r["pair_id"])}
+                 for r in con.execute("SELECT * FROM pairs ORDER BY position")]
+        modes = {r["blind_id"]: r["auto_mode"] for r in con.execute("SELECT blind_id, auto_mode FROM trajectories")}
+    out = audit_report(pairs, modes)
+    out["annotators"] = [a, b]
+    return out

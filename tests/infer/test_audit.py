@@ -1,0 +1,114 @@
+"""Partition audit end to end without a browser: draw pairs, label through the HTTP API, adjudicate, report."""
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pandas as pd
+import pytest
+
+from infer.audit import store
+from infer.audit.__main__ import main as audit_main
+from infer.audit.metrics import macro_f1
+from infer.audit.sample import audit_db, draw_pairs
+from infer.audit.server import make_server
+from infer.codebook import CodebookSettings, Pipeline
+from infer.judge import LLMJudge, run_judge
+from infer.llm import LLMSettings
+from infer.llm_io import semantic_dir
+from tests.infer.scripted_server import ScriptedServer, write_probe_fixture
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    root = tmp_path_factory.mktemp("audit") / "data"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RCEA_DATA", str(root))
+    write_probe_fixture(root)
+    with ScriptedServer() as srv:
+        s = LLMSettings(model="scripted", base_url=srv.base_url, progress=False, backoff_s=0.01, timeout_s=5.0)
+        run_judge("tiny", LLMJudge(s))
+        Pipeline("tiny", s, CodebookSettings()).run()
+    yield root
+    mp.undo()
+
+
+def serve(db):
+    httpd = make_server(db, port=0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def call(url, body=None):
+    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_draw_is_seeded_and_question_disjoint(labelled, tmp_path):
+    a = pd.read_parquet(semantic_dir("tiny") / "codebook" / "assignments.parquet")
+    t1, p1 = draw_pairs(a, 2031, n_questions=2, per_question=5, exclude={"q3"})
+    t2, p2 = draw_pairs(a, 2031, n_questions=2, per_question=5, exclude={"q3"})
+    assert (t1, p1) == (t2, p2)
+    assert {q for q, _, _ in p1} == {"q1", "q2"} and len(p1) == 2 * 10 and len(t1) == 10
+    assert all(x.split("|")[3] == q == y.split("|")[3] for q, x, y in p1)  # within-question only
+    _, p3 = draw_pairs(a, 2032, n_questions=2, per_question=5, exclude={"q3"})
+    assert p3 != p1
+
+
+def test_label_adjudicate_report(labelled, tmp_path, capsys):
+    (tmp_path / "dev.txt").write_text("q3\n")
+    assert audit_main(["sample", "--scale", "tiny", "--questions", "5", "--per-question", "6",
+                       "--exclude", str(tmp_path / "dev.txt")]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info == {"questions": 2, "trajectories": 12, "pairs": 30, "db": str(audit_db("tiny"))}
+    with pytest.raises(SystemExit):  # never silently redrawn over labels
+        audit_main(["sample", "--scale", "tiny"])
+    db = audit_db("tiny")
+    with store.connect(db) as con:
+        pairs = [dict(r) for r in con.execute("SELECT * FROM pairs ORDER BY position")]
+        modes = {r["blind_id"]: r["auto_mode"] for r in con.execute("SELECT * FROM trajectories")}
+        texts = " ".join(r["text"] for r in con.execute("SELECT text FROM trajectories"))
+    assert "grpo" not in json.dumps(pairs) and "Thus" in texts  # ids are blinded, texts are there
+    httpd, url = serve(db)
+    try:
+        assert call(f"{url}/api/queue?annotator=Z")[0] == 403
+        assert call(f"{url}/api/label", {"annotator": "Z", "pair_id": 1, "label": "same"})[0] == 403
+        assert call(f"{url}/api/label", {"annotator": "A", "pair_id": 1, "label": "maybe"})[0] == 400
+        assert call(f"{url}/api/label", {"annotator": "A", "pair_id": 999, "label": "same"})[0] == 404
+        assert call(f"{url}/static/../../sample.py")[0] == 404
+        truth = {}
+        for p in pairs:  # truth: the automatic partition where it exists, else "different"
+            ma, mb = modes[p["a"]], modes[p["b"]]
+            truth[p["pair_id"]] = 1 if ma is None or mb is None else int(ma != mb)
+        flipped = [p["pair_id"] for p in pairs[:3]]  # B disagrees on the first three pairs
+        for pid, lab in truth.items():
+            assert call(f"{url}/api/label", {"annotator": "A", "pair_id": pid, "label": ["same", "different"][lab]})[0] == 200
+            blab = 1 - lab if pid in flipped else lab
+            assert call(f"{url}/api/label", {"annotator": "B", "pair_id": pid, "label": ["same", "different"][blab]})[0] == 200
+        q = call(f"{url}/api/queue?annotator=C&adjudicate=1")[1]
+        assert q["ids"] == flipped and q["done"] == 0
+        for pid in flipped:  # adjudicated to A's label, recorded apart from the raw labels
+            assert call(f"{url}/api/adjudicate", {"adjudicator": "C", "pair_id": pid,
+                                                  "label": ["same", "different"][truth[pid]]})[0] == 200
+    finally:
+        httpd.shutdown()
+    with store.connect(db) as con:
+        assert con.execute("SELECT COUNT(*) FROM labels").fetchone()[0] == 60
+        assert con.execute("SELECT COUNT(*) FROM adjudications").fetchone()[0] == 3
+    assert audit_main(["report", "--scale", "tiny"]) == 0
+    rep = json.loads(db.with_name("report.json").read_text())
+    a_lab = [truth[p["pair_id"]] for p in pairs]
+    b_lab = [1 - truth[p["pair_id"]] if p["pair_id"] in flipped else truth[p["pair_id"]] for p in pairs]
+    assert rep["hh_macro_f1"] == pytest.approx(macro_f1(a_lab, b_lab))
+    assert rep["hh_macro_f1"] < 1.0
+    assert rep["auto_macro_f1"] == 1.0 and rep["different_precision"] == 1.0 and rep["different_recall"] == 1.0
+    n_none = sum(m is None for m in modes.values())
+    assert rep["coverage"] == pytest.approx(1 - n_none / 12)
+    assert rep["pairs_scored_auto"] == sum(modes[p["a"]] is not None and modes[p["b"]] is not None for p in pairs)
+    assert rep["gates"]["2_auto_macro_f1"] and rep["gates"]["5_coverage"] == (n_none == 0)
