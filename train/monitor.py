@@ -1,0 +1,79 @@
+"""Per-step training log (JSONL + TensorBoard) and the failure detector run over it."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+# Fields every step line carries (TRL's own names where TRL logs them).
+STEP_FIELDS = (
+    "reward", "entropy", "response_length", "boxed_rate", "truncation_rate", "frac_nonzero_var",
+    "cov_selected_frac", "clip_ratio/low", "clip_ratio/high", "clip_ratio/region", "step_time", "loss",
+)
+
+
+def read_steps(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def truncate_steps(path: str | Path, last_step: int) -> None:
+    """Drop lines past `last_step` (written by a run killed after its newest checkpoint)."""
+    from rcea.store import atomic_write_text
+
+    rows = [r for r in read_steps(path) if r["step"] <= last_step]
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+class StepLogger(TrainerCallback):
+    """Appends one JSON line per logged optimizer step to steps.jsonl and mirrors it to TensorBoard."""
+
+    def __init__(self, steps_path: Path, tb_dir: Path | None):
+        self.steps_path, self.tb_dir, self._writer = Path(steps_path), tb_dir, None
+        rows = read_steps(self.steps_path)  # on resume: carry the last rollout's fields forward
+        self._last: dict = rows[-1] if rows else {}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "train_runtime" in logs:
+            return
+        row = {"step": state.global_step, **{k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}}
+        # Steps that reuse a rollout (num_iterations > 1) log no rollout fields: repeat those of the rollout
+        # they train on, and say so with fresh_rollout = 0.
+        row["fresh_rollout"] = float("reward" in row)
+        row = {**{k: v for k, v in self._last.items() if k not in ("step",)}, **row}
+        self._last = row
+        with self.steps_path.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        if self.tb_dir is not None:
+            if self._writer is None:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._writer = SummaryWriter(str(self.tb_dir))
+            for k, v in row.items():
+                if k != "step" and math.isfinite(v):
+                    self._writer.add_scalar(k, v, state.global_step)
+            self._writer.flush()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._writer is not None:
+            self._writer.close()
+
+
+def failure_detector(trace: list[tuple[int, float]], peak_min=0.30, end_max=0.05, drop_min=0.30) -> dict:
+    """Fires iff peak >= 30%, endpoint <= 5% and peak - endpoint >= 30 points (inclusive), over an
+    accuracy trace [(step, accuracy in 0..1)] sorted by step (raw, unsmoothed)."""
+    trace = sorted(trace)
+    if not trace:
+        return {"fired": False, "n_points": 0}
+    acc = [a for _, a in trace]
+    peak, end = max(acc), acc[-1]
+    tol = 1e-12
+    fired = peak >= peak_min - tol and end <= end_max + tol and peak - end >= drop_min - tol
+    last_arg = max(i for i, a in enumerate(acc) if a == peak)
+    return {"fired": bool(fired), "peak": peak, "endpoint": end, "drop": peak - end,
+            "peak_step": trace[last_arg][0], "final_step": trace[-1][0], "n_points": len(acc)}

@@ -1,0 +1,235 @@
+"""One training run, top to bottom: config -> policy + data -> TRL config -> trainer -> checkpoints + log.
+
+Every step is an importable function; `train.cli` is the command line around `run_training`.
+Output folder (default data/train/<scale>/<method>/):
+    config/                        the configuration (cfg.write), refused if it differs
+    checkpoints/checkpoint-<step>/ PEFT adapter (save_pretrained), optimizer, scheduler, RNG, trainer state,
+                                   rcea_trainer_state.pt (+ manifest, written last = complete)
+    steps.jsonl, tb/               per-step log and its TensorBoard mirror
+    summary.json                   where everything went, the failure detector's verdict
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+from rcea.config import Config
+from rcea.paths import data_dir
+
+REWARDS = ("verifier", "synthetic")
+
+
+class TrainSetupError(RuntimeError):
+    """The run cannot start here; the message says what to run instead."""
+
+
+def default_output(scale: str, method: str) -> Path:
+    return data_dir() / "train" / scale / method
+
+
+def check_host(cfg: Config) -> None:
+    """Real scales run in the train container on a GPU (vLLM colocated, bitsandbytes 8-bit AdamW)."""
+    if cfg.scale == "tiny":
+        return
+    import torch
+
+    hint = f"run `invoke train --method {cfg.method} --scale {cfg.scale}` on a GPU host (it starts the train container)"
+    if not torch.cuda.is_available():
+        raise TrainSetupError(f"scale {cfg.scale} needs a CUDA GPU and none is visible; {hint}, or use --scale tiny")
+    missing = [m for m in ("vllm", "bitsandbytes") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise TrainSetupError(f"scale {cfg.scale} needs the train container ({', '.join(missing)} missing here); {hint}")
+
+
+def objective_settings(cfg: Config) -> dict:
+    s = cfg.objective()
+    if "max_completion_length" in s:  # DAPO shaping uses the run's completion budget
+        s["max_completion_length"] = cfg["train.max_completion_tokens"]
+    return s
+
+
+# ---- policy, data, rewards ------------------------------------------------------------------------
+
+
+def load_policy(cfg: Config):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rcea.tiny import model_path
+
+    path = model_path(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+    dtype = torch.bfloat16 if cfg["train.precision"] == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    return model, tokenizer
+
+
+def training_dataset(cfg: Config, tokenizer):
+    """Prompts (chat messages) + reference answers, filtered to 204 prompt tokens and drawn (rcea.data)."""
+    import datasets
+
+    from rcea.data import chat_messages, load_train_records
+    from rcea.store import is_complete
+
+    prepared = data_dir() / "prepared" / cfg.scale / "train.jsonl"
+    if is_complete(prepared):
+        records = [json.loads(line) for line in prepared.read_text().splitlines() if line.strip()]
+    else:
+        records = load_train_records(cfg, tokenizer)
+    if not records:
+        raise TrainSetupError("the training pool is empty after filtering; check data.* settings")
+    rows = [{"prompt": chat_messages(r["problem"], cfg), "answer": r["answer"]} for r in records]
+    return datasets.Dataset.from_list(rows)
+
+
+def _text(completion) -> str:
+    return completion[-1]["content"] if isinstance(completion, list) else completion
+
+
+def verifier(completions, answer, **_) -> list[float]:
+    """1 if the last \\boxed{} answer equals the reference (rcea.verify), else 0."""
+    from rcea.verify import reward
+
+    return [reward(_text(c), a) for c, a in zip(completions, answer)]
+
+
+def synthetic(completions, completion_ids, **_) -> list[float]:
+    """Smoke-test reward with variance on a random tiny model: 1 if the first completion token id is even."""
+    return [float(len(ids) > 0 and ids[0] % 2 == 0) for ids in completion_ids]
+
+
+def reward_function(name: str) -> Callable:
+    if name not in REWARDS:
+        raise TrainSetupError(f"unknown reward {name!r}; valid: {', '.join(REWARDS)}")
+    return {"verifier": verifier, "synthetic": synthetic}[name]
+
+
+# ---- TRL configuration ----------------------------------------------------------------------------
+
+
+def grpo_config(cfg: Config, ckpt_dir: Path):
+    from trl import GRPOConfig
+
+    t = cfg.section("train")
+    gpu = cfg.scale != "tiny"
+    s = cfg.objective()
+    kwargs = dict(
+        output_dir=str(ckpt_dir), per_device_train_batch_size=t["per_device_batch"],
+        gradient_accumulation_steps=t["grad_accum"], num_generations=t["num_generations"],
+        num_iterations=t["num_iterations"], temperature=t["temperature"], top_p=t["top_p"],
+        max_completion_length=t["max_completion_tokens"], beta=t["beta"],
+        epsilon=s.get("epsilon", 0.2), loss_type="dapo" if s["loss_type"] == "dapo" else "grpo",
+        scale_rewards="group", mask_truncated_completions=False, importance_sampling_level="token",
+        learning_rate=t["learning_rate"], weight_decay=t["weight_decay"], lr_scheduler_type=t["lr_scheduler"],
+        warmup_ratio=t["warmup_ratio"], optim=t["optimizer"], bf16=t["precision"] == "bf16",
+        gradient_checkpointing=t["gradient_checkpointing"], max_steps=t["max_steps"],
+        num_train_epochs=t["epochs"], save_strategy="steps", save_steps=t["save_steps"],
+        logging_steps=t["logging_steps"], seed=t["seed"], data_seed=t["seed"], report_to=[],
+        use_cpu=not gpu, use_vllm=t["use_vllm"], dataloader_num_workers=0, save_only_model=False,
+        log_completions=False, disable_tqdm=True,
+    )
+    if t["use_vllm"]:
+        kwargs.update(vllm_mode="colocate", vllm_importance_sampling_correction=t["vllm_is_correction"])
+    return GRPOConfig(**kwargs)
+
+
+def lora_config(cfg: Config):
+    from peft import LoraConfig
+
+    t = cfg.section("train")
+    return LoraConfig(r=t["lora_rank"], lora_alpha=t["lora_alpha"], lora_dropout=t["lora_dropout"],
+                      target_modules=list(t["lora_targets"]), task_type="CAUSAL_LM")
+
+
+# ---- checkpoints ----------------------------------------------------------------------------------
+
+
+def complete_checkpoints(ckpt_dir: Path) -> list[Path]:
+    from rcea.store import is_complete
+    from train.trainer import STATE_FILE
+
+    found = [p for p in ckpt_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+    return sorted((p for p in found if is_complete(p / STATE_FILE)), key=lambda p: int(p.name.split("-")[-1]))
+
+
+def newest_checkpoint(ckpt_dir: Path) -> Path | None:
+    """The newest complete checkpoint; incomplete ones (a run killed while saving) are removed."""
+    done = complete_checkpoints(ckpt_dir)
+    for p in ckpt_dir.glob("checkpoint-*"):
+        if p not in done:
+            shutil.rmtree(p)
+    return done[-1] if done else None
+
+
+# ---- the run --------------------------------------------------------------------------------------
+
+
+def run_training(cfg: Config, output: Path | None = None, resume: bool = False, reward: str = "verifier",
+                 callbacks=(), log: Callable[[str], None] = print) -> dict:
+    from rcea.seeds import seed_everything
+    from rcea.store import atomic_write_json, write_manifest
+    from train.monitor import StepLogger, failure_detector, read_steps, truncate_steps
+    from train.trainer import STATE_FILE, ObjectiveGRPOTrainer
+
+    check_host(cfg)
+    out = Path(output) if output else default_output(cfg.scale, cfg.method)
+    ckpt_dir, steps_path = out / "checkpoints", out / "steps.jsonl"
+    cfg.write(out)  # refuses a folder holding a different configuration
+    start = newest_checkpoint(ckpt_dir) if ckpt_dir.exists() else None
+    if start is not None and not resume:
+        raise TrainSetupError(f"{out} already holds checkpoints (newest {start.name}); add --resume to continue "
+                              "or choose another --output")
+    if resume and start is None:
+        log(f"[train] --resume: no complete checkpoint in {ckpt_dir}; starting from step 0")
+    truncate_steps(steps_path, int(start.name.split("-")[-1]) if start else 0)
+
+    seed_everything(cfg["train.seed"])
+    model, tokenizer = load_policy(cfg)
+    dataset = training_dataset(cfg, tokenizer)
+    trainer = ObjectiveGRPOTrainer(
+        model=model, reward_funcs=[reward_function(reward)], args=grpo_config(cfg, ckpt_dir),
+        train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(cfg),
+        callbacks=[StepLogger(steps_path, out / "tb"), *callbacks],
+        objective=cfg.method, objective_settings=objective_settings(cfg), refill_seed=cfg["train.seed"],
+    )
+    _mark_checkpoints_complete(trainer, cfg)
+    if start is not None:
+        trainer.load_objective_state(start)
+        log(f"[train] resuming from {start}")
+    t0 = time.time()
+    trainer.train(resume_from_checkpoint=str(start) if start else None)
+    steps = read_steps(steps_path)
+    final = complete_checkpoints(ckpt_dir)
+    summary = {
+        "method": cfg.method, "scale": cfg.scale, "config_hash": cfg.hash(), "output": str(out),
+        "checkpoints": [str(p) for p in final], "final_adapter": str(final[-1]) if final else None,
+        "steps_log": str(steps_path), "tensorboard": str(out / "tb"), "config": str(out / "config"),
+        "global_step": trainer.state.global_step, "wall_s": round(time.time() - t0, 2),
+        "failure_detector_reward_trace": failure_detector([(r["step"], r["reward"]) for r in steps if "reward" in r]),
+    }
+    atomic_write_json(out / "summary.json", summary)
+    write_manifest(out / "summary.json", cfg=cfg, seeds={"train": cfg["train.seed"]})
+    for key in ("output", "final_adapter", "steps_log", "tensorboard", "config"):
+        log(f"[train] {key}: {summary[key]}")
+    log(f"[train] failure detector (reward trace): {summary['failure_detector_reward_trace']}")
+    return summary
+
+
+def _mark_checkpoints_complete(trainer, cfg: Config) -> None:
+    """Write a manifest after each checkpoint's last file, so only finished checkpoints count."""
+    from transformers import TrainerCallback
+
+    from rcea.store import write_manifest
+    from train.trainer import STATE_FILE
+
+    class _Manifest(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            write_manifest(ckpt / STATE_FILE, cfg=cfg, step=state.global_step)
+
+    trainer.add_callback(_Manifest())

@@ -1,0 +1,248 @@
+"""The seam to TRL 0.29.0: a thin GRPOTrainer subclass that wires in a registered objective.
+
+Group-level work runs once per rollout in `_generate_and_score_completions` (rewards, group ids,
+dynamic sampling, reference / rollout-entropy passes, `objective.prepare`); the per-token loss runs in
+`_compute_loss` (`objective.token_loss`, then the GA-aware aggregation). Nothing else of TRL is changed.
+Single process (one GPU or CPU), as decisions.md runs it.
+
+Batch layout TRL hands us (B = per_device_batch * steps_per_generation rows, T completion positions):
+rows come in groups of G consecutive copies of one prompt; prompts are left-padded, completions
+right-padded. Extra keys we add start with `rcea_` and have leading dim B, so TRL's shuffle/split keeps
+them aligned with their rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import random
+from pathlib import Path
+
+import torch
+from trl import GRPOTrainer
+from trl.trainer.utils import use_adapter
+
+from train.objectives import get
+from train.objectives.common import aggregate
+from train.objectives.gtpo import mean_completion_entropy
+
+# sha256 of inspect.getsource of the TRL 0.29.0 methods this subclass overrides or relies on.
+TRL_VERSION = "0.29.0"
+TRL_PINNED = {
+    "_generate_and_score_completions": "2201328f05c0702f4e010ce78babda12d51ccdff655497f127267ea38b5287ae",
+    "_compute_loss": "1a89b885ddc0a80b42da521161bf92d59c27be3d2a5b60b2276529f6c67dcb47",
+    "_calculate_rewards": "1343ef5d60edddc6c7d8012eb5524fa725a883d95f432d6502d6642bb9e1b461",
+    "_get_per_token_logps_and_entropies": "eb0ec4b68248974e59491bbb8541e4d115a33f2697969a6bd32cdb4ef2a5c634",
+    "_prepare_inputs": "f824e7fb0714795697c9b4d574de1e139dd5f4404c2554e92cf1db7f60fa6c96",
+    "_save_checkpoint": "b6ee0a370c266b6f6ada183d32719e4f689ac7a54086c1ec40a69a79e79921c6",
+}
+STATE_FILE = "rcea_trainer_state.pt"
+
+
+def trl_method_hashes() -> dict[str, str]:
+    return {
+        name: hashlib.sha256(inspect.getsource(getattr(GRPOTrainer, name)).encode()).hexdigest()
+        for name in TRL_PINNED
+    }
+
+
+def _pad_cat(tensors: list[torch.Tensor], value, left: bool) -> torch.Tensor:
+    """Concatenate (b_k, T_k) tensors along rows, padding to the longest T on the left or right."""
+    width = max(t.size(1) for t in tensors)
+    out = []
+    for t in tensors:
+        pad = t.new_full((t.size(0), width - t.size(1)), value)
+        out.append(torch.cat([pad, t] if left else [t, pad], dim=1))
+    return torch.cat(out, dim=0)
+
+
+class ObjectiveGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose advantages and loss come from `train.objectives.<objective>`."""
+
+    def __init__(self, *args, objective: str, objective_settings: dict, refill_seed: int = 0, **kwargs):
+        import trl
+
+        if trl.__version__ != TRL_VERSION:
+            raise RuntimeError(f"train/trainer.py is written against trl {TRL_VERSION}, found {trl.__version__}; "
+                               "use the pinned environment (.envs/train or the train image)")
+        super().__init__(*args, **kwargs)
+        if self.accelerator.num_processes != 1:
+            raise RuntimeError("ObjectiveGRPOTrainer runs on one process (one GPU or CPU), as decisions.md does")
+        self.objective = get(objective)
+        self.settings = dict(objective_settings)
+        self.refill_seed = refill_seed
+        self.initial_entropy: float | None = None  # GTPO H_ini, frozen after the first rollout
+        self._rollouts = 0
+        self._last_rewards: torch.Tensor | None = None
+
+    # ---- rollout side (once per generation batch) -------------------------------------------------
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards = rewards[:, 0].clone()  # (N,) column 0 = the verifier reward
+        return rewards
+
+    def _scored_rollout(self, inputs) -> dict:
+        out = super()._generate_and_score_completions(inputs)
+        out["rcea_rewards"] = self._last_rewards
+        return out
+
+    def _generate_and_score_completions(self, inputs):
+        out = self._scored_rollout(inputs)
+        if not self.model.training:
+            return self._add_objective_inputs(out, inputs)
+        if self.objective.filters_groups and self.settings.get("dynamic_sampling", False):
+            out = self._dynamic_sampling(out, inputs)
+        out = self._add_objective_inputs(out, inputs)
+        self._rollouts += 1
+        return out
+
+    def _group_ids(self, n: int) -> torch.Tensor:
+        return torch.arange(n, device=self.accelerator.device) // self.num_generations
+
+    def _dynamic_sampling(self, out: dict, inputs: list) -> dict:
+        """DAPO: keep groups with 0 < #correct < G (verifier), refill from fresh prompts (objectives.md 8.3)."""
+        G = self.num_generations
+        n_groups = out["completion_ids"].size(0) // G
+        rng = random.Random(hash((self.refill_seed, self.state.global_step, self._rollouts)))
+        batches, kept = [out], []
+        rounds = 0
+        while True:
+            cur = batches[-1]
+            r = cur["rcea_rewards"].view(-1, G)
+            for g in range(r.size(0)):
+                if r[g].max() > r[g].min():
+                    kept.append((len(batches) - 1, g))
+            if len(kept) >= n_groups or rounds >= self.settings["max_num_gen_batches"]:
+                break
+            rounds += 1
+            idx = rng.sample(range(len(self.train_dataset)), n_groups)
+            fresh = [dict(self.train_dataset[i]) for i in idx for _ in range(G)]
+            batches.append(self._scored_rollout(fresh))
+        self._metrics["train"]["dapo/refill_rounds"].append(float(rounds))
+        if not kept:  # nothing learnable: keep the batch, prepare() gives keep = False everywhere
+            return out
+        kept = (kept * n_groups)[:n_groups]  # at the limit: pad with duplicated kept groups
+        rows = [(b, g * G + j) for b, g in kept for j in range(G)]
+        merged = {}
+        pad = self.pad_token_id
+        for key, value in out.items():
+            if not isinstance(value, torch.Tensor) or value.ndim == 0:
+                continue
+            parts = [batches[b][key][i : i + 1] for b, i in rows]
+            if value.ndim == 1:
+                merged[key] = torch.cat(parts)
+            else:
+                fill = pad if key in ("prompt_ids", "completion_ids") else 0
+                merged[key] = _pad_cat(parts, fill, left=key.startswith("prompt"))
+        merged["num_items_in_batch"] = merged["completion_mask"].sum()
+        return merged
+
+    @torch.no_grad()
+    def _rollout_forward(self, out: dict, with_ref: bool, with_entropy: bool) -> dict:
+        """Rollout-time log-probs / entropies of the policy and of the base model (adapter disabled)."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+        attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+        keep = out["completion_ids"].size(1)
+        bs = self.args.per_device_train_batch_size
+        res = {}
+        if with_entropy:
+            res["old_logp"], res["old_entropy"] = self._get_per_token_logps_and_entropies(
+                self.model, ids, attn, keep, bs, compute_entropy=True)
+        if with_ref:
+            with use_adapter(self.accelerator.unwrap_model(self.model), adapter_name=None):
+                res["ref_logp"], _ = self._get_per_token_logps_and_entropies(self.model, ids, attn, keep, bs)
+        return res
+
+    def _add_objective_inputs(self, out: dict, inputs: list) -> dict:
+        mask = out["completion_mask"].float()
+        if "tool_mask" in out:
+            mask = mask * out["tool_mask"]
+        first_gtpo = self.objective.name == "gtpo" and self.initial_entropy is None
+        extra = self._rollout_forward(out, self.objective.needs_ref,
+                                      self.objective.needs_rollout_entropy or first_gtpo)
+        if first_gtpo and self.model.training:
+            self.initial_entropy = mean_completion_entropy(extra["old_entropy"], mask)
+        old = out.get("old_per_token_logps", extra.get("old_logp"))
+        rollout = {
+            "rewards": out["rcea_rewards"], "group_ids": self._group_ids(mask.size(0)), "mask": mask,
+            "completion_ids": out["completion_ids"], "old_logp": old,
+            "ref_logp": extra.get("ref_logp"), "old_entropy": extra.get("old_entropy"),
+        }
+        prep = self.objective.prepare(rollout, self.settings)
+        mode = "train" if self.model.training else "eval"
+        for k, v in prep.pop("metrics", {}).items():
+            self._metrics[mode][k].append(v)
+        self._log_rollout_metrics(out, mask, mode)
+        out["advantages"] = prep.pop("advantages").float()
+        keep = prep.pop("keep")
+        out["rcea_keep"] = keep
+        for k, v in prep.items():
+            out[f"rcea_{k}"] = v
+        if extra.get("ref_logp") is not None:
+            out["rcea_ref_logp"] = extra["ref_logp"]
+        out["num_items_in_batch"] = (mask * keep.unsqueeze(1)).sum()  # TOK denominator of the whole batch
+        return out
+
+    def _log_rollout_metrics(self, out: dict, mask: torch.Tensor, mode: str) -> None:
+        lengths = mask.sum(-1)
+        ids = out["completion_ids"]
+        last = ids.gather(1, (lengths.long() - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+        truncated = (last != self.eos_token_id) & (lengths > 0)
+        texts = self.processing_class.batch_decode(ids, skip_special_tokens=True)
+        m = self._metrics[mode]
+        m["response_length"].append(float(lengths.mean()))
+        m["truncation_rate"].append(float(truncated.float().mean()))
+        m["boxed_rate"].append(sum("\\boxed{" in t for t in texts) / max(len(texts), 1))
+
+    # ---- loss side (per micro-batch) --------------------------------------------------------------
+
+    def _compute_loss(self, model, inputs):
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        logits_to_keep = completion_ids.size(1)
+        mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]
+        logps, entropies = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, compute_entropy=True)  # (B, T), (B, T) nats
+        old = inputs.get("old_per_token_logps")
+        mask = mask.float() * inputs["rcea_keep"].float().unsqueeze(1)
+        tb = {k[5:]: v for k, v in inputs.items() if k.startswith("rcea_")}
+        tb.update(logp=logps, old_logp=logps.detach() if old is None else old, entropy=entropies, mask=mask,
+                  completion_ids=completion_ids, advantages=inputs["advantages"],
+                  initial_entropy=self.initial_entropy)
+        per_token, extra, metrics = self.objective.token_loss(tb, self.settings)
+        mode = "train" if self.model.training else "eval"
+        ga = self.current_gradient_accumulation_steps if mode == "train" else 1
+        if self.settings["loss_type"] == "dapo":
+            loss = aggregate(per_token, mask, "dapo", tok_norm=inputs["num_items_in_batch"].clamp(min=1.0))
+        else:  # "grpo" and GTPO's "gtpo_code" (scaled inside token_loss)
+            loss = aggregate(per_token, mask, "grpo") / ga
+        loss = loss + extra / ga
+        m = self._metrics[mode]
+        n = mask.sum().clamp(min=1.0)
+        m["entropy"].append(float((entropies * mask).sum() / n))
+        for key in ("clip_ratio/low", "clip_ratio/high", "clip_ratio/region", "cov_selected_frac"):
+            m[key].append(float(metrics.pop(key, 0.0)))
+        for key, value in metrics.items():
+            m[key].append(float(value))
+        return loss
+
+    # ---- checkpoints: everything needed to resume mid-rollout -------------------------------------
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        ckpt = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+        torch.save({"initial_entropy": self.initial_entropy, "step": self._step, "rollouts": self._rollouts,
+                    "buffered_inputs": self._buffered_inputs}, ckpt / STATE_FILE)
+
+    def load_objective_state(self, checkpoint: str | Path) -> None:
+        state = torch.load(Path(checkpoint) / STATE_FILE, weights_only=False)
+        self.initial_entropy = state["initial_entropy"]
+        self._step, self._rollouts, self._buffered_inputs = state["step"], state["rollouts"], state["buffered_inputs"]
+
+
+def dump_hashes() -> str:
+    return json.dumps(trl_method_hashes(), indent=2)
