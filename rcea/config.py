@@ -2,7 +2,8 @@
 
 Sources, in order (later wins): `configs/base.toml` (every setting with its status and doc),
 `configs/objectives.toml` (per-objective settings, read as `objectives.<method>.<name>`),
-`configs/scales/<scale>.toml` (plain values), then `--override section.key=value` strings.
+`configs/scales/<scale>.toml` (plain values), then the `RCEA_OVERRIDES` environment variable
+(`;`-separated, shared by every process of one pipeline run), then `--override section.key=value` strings.
 A key that is not in the base files, a value of the wrong type, or an unknown method or scale stops
 the load with a message naming the valid choices. `Config.write(run_dir)` copies the source files
 verbatim and the resolved values into a run folder.
@@ -82,6 +83,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     except tomllib.TOMLDecodeError:
         value = raw
     return key, value
+
+
+def env_overrides() -> list[str]:
+    """Overrides every process of a pipeline shares: `RCEA_OVERRIDES="a.b=1;c.d='x'"` (the demo uses it)."""
+    import os
+
+    return [part.strip() for part in os.environ.get("RCEA_OVERRIDES", "").split(";") if part.strip()]
 
 
 class Config:
@@ -203,7 +211,7 @@ def load_config(scale: str, method: str | None = None, overrides: Iterable[str] 
 
     for key, value in _settings_from_plain(scale_values, settings).items():
         apply(key, value, scale_file.name)
-    for text in overrides:
+    for text in [*env_overrides(), *overrides]:
         key, value = parse_override(text)
         apply(key, value, f"override {text!r}")
     return Config(scale, method, settings, sources)

@@ -66,3 +66,12 @@ def test_write_copies_verbatim_and_refuses_a_different_config(tmp_path):
     assert other.hash() != cfg.hash()
     with pytest.raises(ConfigError, match="different configuration"):
         other.write(tmp_path)
+
+
+def test_environment_overrides_apply_before_command_line(monkeypatch):
+    monkeypatch.setenv("RCEA_OVERRIDES", "train.max_steps=7; train.seed=3")
+    cfg = load_config("tiny", "grpo", ["train.seed=5"])
+    assert cfg["train.max_steps"] == 7 and cfg["train.seed"] == 5
+    monkeypatch.setenv("RCEA_OVERRIDES", "train.nope=1")
+    with pytest.raises(ConfigError, match="valid keys in \\[train\\]"):
+        load_config("tiny")
