@@ -151,6 +151,10 @@ _UNIT_WORDS = (
 _TEXT_CMD = r"\\(?:text|textrm|textnormal|mbox|mathrm|textup|textit|textbf|mathbf|operatorname|rm)"
 _TRAILING_TEXT = re.compile(r"\s*" + _TEXT_CMD + r"\s*\{([^{}]*)\}\s*(?:\^\s*(?:\{[^{}]*\}|\d))?\s*$")
 _TRAILING_UNIT_WORD = re.compile(r"(?<=[\d}])(?:\s|\\\s)+(?:" + _UNIT_WORDS + r")(?:\^\s*(?:\{\d\}|\d))?\s*$")
+_ATTACHED_UNIT = re.compile(  # units written without a space: `5cm`, `12ft^2` (multi-letter, unambiguous)
+    r"(?<=\d)(?:cm|mm|km|kg|ml|ft|mph|units?|inches|feet|meters|metres|hours|minutes|seconds|days|"
+    r"dollars|cents|degrees)(?:\^\s*(?:\{\d\}|\d))?\s*$"
+)
 _TEXT_WRAPPER = re.compile(_TEXT_CMD + r"\s*\{([^{}]*)\}")
 _CONNECTIVE = re.compile(r"\s*(?:" + _TEXT_CMD + r"\s*\{\s*(?:and|or|,)\s*\}|\\(?:quad|qquad)\s*(?:and|or)\s*(?:\\(?:quad|qquad))?|\s(?:and|or)\s)\s*")
 _THOUSANDS = re.compile(r"^(-?)(\d{1,3}(?:,\d{3})+)(\.\d+)?$")
@@ -181,7 +185,7 @@ def _strip_trailing_units(s: str) -> str:
         if m and re.search(r"[\d}\\]", s[: m.start()]) and s[: m.start()].strip():
             s = s[: m.start()].rstrip()
             continue
-        m = _TRAILING_UNIT_WORD.search(s)
+        m = _TRAILING_UNIT_WORD.search(s) or _ATTACHED_UNIT.search(s)
         if m and s[: m.start()].strip() and not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", s[: m.start()])):
             s = s[: m.start()].rstrip()
             continue

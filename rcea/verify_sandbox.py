@@ -226,6 +226,17 @@ _pool_lock = threading.Lock()
 _spawn_failed = False
 
 
+def _forget_parent_workers() -> None:
+    """In a forked child: the parent's workers (and a possibly held lock) belong to the parent."""
+    global _pool_lock
+    _idle.clear()
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_workers)
+
+
 def _acquire() -> _Worker | None:
     with _pool_lock:
         if _idle:
