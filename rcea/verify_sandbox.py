@@ -166,7 +166,7 @@ def _worker_main() -> None:
 class _Worker:
     """Handle on one worker process."""
 
-    def __init__(self) -> None:
+    def __init__(self, wait: bool = True) -> None:
         root = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -176,6 +176,11 @@ class _Worker:
             env=env, bufsize=0, close_fds=True,
         )
         self._buf = b""
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Block until the worker has imported math-verify (RuntimeError if it never does)."""
         if self._readline(time.monotonic() + STARTUP_TIMEOUT_S) != "ready":
             self.kill()
             raise RuntimeError("verifier worker did not start")
@@ -267,8 +272,17 @@ def warmup(n: int = 1) -> None:
         return
     with _pool_lock:
         missing = n - len(_idle)
-    started = [w for w in (_acquire_new() for _ in range(max(0, missing))) if w is not None]
-    for w in started:
+    starting = []
+    for _ in range(max(0, missing)):  # start them all, then wait: start-ups overlap
+        try:
+            starting.append(_Worker(wait=False))
+        except (OSError, ValueError):
+            break
+    for w in starting:
+        try:
+            w.wait_ready()
+        except RuntimeError:
+            continue
         _release(w)
 
 
