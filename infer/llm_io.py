@@ -20,7 +20,7 @@ import pandas as pd
 
 from rcea.paths import data_dir
 from rcea.schema import check_columns
-from rcea.store import read_table, write_parquet
+from rcea.store import atomic_write_bytes, atomic_write_json, manifest_path, read_table
 
 KEY = ["scale", "method", "step", "question_id", "sample"]
 TEXT_COLUMNS = ("text", "completion")
@@ -79,28 +79,50 @@ def accepted(samples: pd.DataFrame) -> pd.DataFrame:
     return samples[samples["reward"].astype(int) == 1]
 
 
-def export_labels(scale: str, process_valid: dict[str, bool | None] | None = None,
-                  mode: dict[str, str | None] | None = None) -> Path:
-    """Fill `process_valid` and/or `mode` (keyed by traj_id) in the samples table, atomically.
+def _part_files(loc: Path) -> list[Path]:
+    if loc.is_file():
+        return [loc]
+    parts = sorted(loc.glob("*.parquet"))
+    if any(manifest_path(p).exists() for p in parts):  # as rcea.store.read_table: complete parts only
+        parts = [p for p in parts if manifest_path(p).exists()]
+    return parts
 
-    The one export path for the LLM judge / codebook and for rule-based plug-ins. Rows not in a
-    mapping keep their current value. The filled table replaces the folder's parts with one part.
+
+def export_labels(scale: str, process_valid: dict[str, bool | None] | None = None,
+                  mode: dict[str, str | None] | None = None, stage: str = "semantic-export") -> list[Path]:
+    """Fill `process_valid` and/or `mode` (keyed by traj_id) in the samples table, in place.
+
+    The one export path for the LLM judge / codebook and for rule-based plug-ins. Every part keeps
+    its name (the inference role's completion markers) and its manifest, which gains a `labels`
+    entry; each part is rewritten atomically. Rows not in a mapping keep their current value.
     """
-    loc = tables_dir(scale) / "samples"
-    df = load_samples(scale)
-    ids = df.apply(traj_id, axis=1)
-    if process_valid is not None:
-        cur = df["process_valid"].astype("object")
-        df["process_valid"] = pd.Series([process_valid.get(t, c) for t, c in zip(ids, cur)], dtype="boolean").values
-    if mode is not None:
-        cur = df["mode"].astype("object")
-        df["mode"] = pd.Series([mode.get(t, c) for t, c in zip(ids, cur)], dtype="object").values
-    df["process_valid"] = df["process_valid"].astype("boolean")
-    df["mode"] = df["mode"].where(df["mode"].notna(), None).astype("object")
-    target = loc / "part-00000.parquet" if loc.is_dir() else loc
-    old = [p for p in loc.glob("*.parquet") if p != target] if loc.is_dir() else []
-    write_parquet(df, target, stage="semantic-export")
-    for p in old:  # the filled table holds every row of the old parts
-        p.unlink(missing_ok=True)
-        Path(str(p) + ".manifest.json").unlink(missing_ok=True)
-    return target
+    import io
+    import json
+    import time
+
+    changed = []
+    for part in _part_files(tables_dir(scale) / "samples"):
+        df = pd.read_parquet(part)
+        check_columns("samples", df.columns)
+        ids = df.apply(traj_id, axis=1) if len(df) else pd.Series([], dtype=object)
+        if process_valid is not None:
+            cur = df["process_valid"].astype("object")
+            df["process_valid"] = [process_valid.get(t, c) for t, c in zip(ids, cur)]
+        if mode is not None:
+            cur = df["mode"].astype("object")
+            df["mode"] = [mode.get(t, c) for t, c in zip(ids, cur)]
+        df["process_valid"] = pd.array([None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else bool(v)
+                                        for v in df["process_valid"].astype("object")], dtype="boolean")
+        df["mode"] = pd.array([None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else str(v)
+                               for v in df["mode"].astype("object")], dtype="string")
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        atomic_write_bytes(part, buf.getvalue())
+        man = manifest_path(part)
+        record = json.loads(man.read_text()) if man.exists() else {"artifact": part.name}
+        record.setdefault("labels", {})[stage] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                                  "process_valid": process_valid is not None, "mode": mode is not None}
+        if man.exists():  # a part without a manifest stays without one (read_table rule)
+            atomic_write_json(man, record)
+        changed.append(part)
+    return changed

@@ -268,8 +268,11 @@ def write_probe_fixture(data_root, scale: str = "tiny", checkpoints=(("base", 0)
                 texts.append({**key, "text": text if step == 0 else text.replace("\\boxed", "Thus \\boxed")})
     samples = pd.DataFrame(rows)
     samples["process_valid"] = samples["process_valid"].astype("boolean")
-    samples["mode"] = samples["mode"].astype("object")
-    for name, df in (("samples", samples), ("texts", pd.DataFrame(texts)),
+    samples["mode"] = samples["mode"].astype("string")
+    from rcea.store import write_parquet
+    for (method, step), part in samples.groupby(["method", "step"], sort=True):  # one part per probe job, as infer/
+        write_parquet(part.reset_index(drop=True), tables / "samples" / f"probe-{method}-{step}.parquet", stage="fixture")
+    for name, df in (("texts", pd.DataFrame(texts)),
                      ("questions", pd.DataFrame([{"question_id": q, "problem": p, "answer": a}
                                                  for q, (p, a) in FIXTURE_QUESTIONS.items()]))):
         (tables / name).mkdir(parents=True, exist_ok=True)

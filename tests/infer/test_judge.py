@@ -113,6 +113,11 @@ def test_rule_based_plugin_fills_process_valid(probe):
     out = run_judge("tiny", KeywordJudge())
     assert out.valid.notna().all() and (out.valid == False).sum() == 2
     assert int(load_samples("tiny").process_valid.sum()) == 38
+    # the inference role's parts keep their names and manifests (its completion markers)
+    parts = probe / "infer" / "tiny" / "tables" / "samples"
+    assert sorted(p.name for p in parts.glob("*.parquet")) == ["probe-base-0.parquet", "probe-grpo-50.parquet"]
+    man = json.loads((parts / "probe-base-0.parquet.manifest.json").read_text())
+    assert man["stage"] == "fixture" and man["labels"]["semantic-export"]["process_valid"] is True
 
 
 def test_cli_run_subprocess(probe):
