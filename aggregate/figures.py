@@ -31,7 +31,7 @@ def save(fig, out_dir: Path, stem: str) -> list[str]:
         fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".{ext}", dir=out_dir)
         os.close(fd)
         try:
-            fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
+            fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight")
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):

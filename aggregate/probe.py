@@ -9,15 +9,14 @@ scale with a question-bootstrap CI (Table 1, Table A6). Bootstrap generators are
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-import os
 
 import numpy as np
 import pyarrow as pa
 
 from aggregate import bootstrap, entropy, modes
 from aggregate.io import group_keys, numeric
+from aggregate.parallel import pmap
 from aggregate.settings import AggregateSettings
 
 
@@ -103,19 +102,19 @@ def probe_stats(samples: pa.Table, settings: AggregateSettings, workers: int | N
     hs = hbar[np.lexsort((idx.sample, idx.reward, idx.row_qg))]  # canonical order: row order never matters
     start = np.concatenate([[0], np.cumsum(q.K)])
 
-    def boot(e: int) -> None:
-        succ, fail = _paired_lists(idx, hs, start, q, e)
-        ent = entries[e]
-        if not succ:
-            ent.update(paired_ci=[float("nan"), float("nan")])
-            return
-        reps = bootstrap.paired_ratio_bootstrap(succ, fail, settings.bootstrap_resamples,
-                                                endpoint_rng(settings.bootstrap_seed, idx.label(e)))
-        ent.update(paired_ci=list(bootstrap.percentile_ci(reps, settings.ci_level)))
-
-    with ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:
-        list(pool.map(boot, range(idx.n_endpoints)))
+    jobs = [(*_paired_lists(idx, hs, start, q, e), settings.bootstrap_resamples, settings.bootstrap_seed,
+             idx.label(e), settings.ci_level) for e in range(idx.n_endpoints)]
+    for ent, ci in zip(entries, pmap(_paired_ci, jobs, settings.workers if workers is None else workers)):
+        ent["paired_ci"] = ci
     return idx, q, entries
+
+
+def _paired_ci(succ: list, fail: list, B: int, seed: int, label: str, level: float) -> list[float]:
+    """Percentile CI of the paired ratio for one endpoint (a worker-process task)."""
+    if not succ:
+        return [float("nan"), float("nan")]
+    reps = bootstrap.paired_ratio_bootstrap(succ, fail, B, endpoint_rng(seed, label))
+    return list(bootstrap.percentile_ci(reps, level))
 
 
 def mode_population(samples: pa.Table, idx: ProbeIndex, settings: AggregateSettings) -> tuple[np.ndarray, np.ndarray, str | None]:
@@ -152,7 +151,7 @@ def retention_stats(samples: pa.Table, idx: ProbeIndex, settings: AggregateSetti
         if g_rows.size:
             g = int(g_rows[0])
             by_ep.setdefault(int(idx.qg_ep[g]), {})[str(idx.qg_qid[g])] = g_labels
-    out: dict[int, dict] = {}
+    jobs: list[tuple] = []
     methods, scales, steps = idx.ep_keys["method"], idx.ep_keys["scale"], idx.ep_keys["step"]
     for sc in sorted(set(scales)):
         base_eps = [e for e in range(idx.n_endpoints) if scales[e] == sc and methods[e] == settings.base_method]
@@ -164,24 +163,30 @@ def retention_stats(samples: pa.Table, idx: ProbeIndex, settings: AggregateSetti
         for e in range(idx.n_endpoints):
             if scales[e] != sc or methods[e] == settings.base_method:
                 continue
-            res = modes.retention_pairs(base_labels, by_ep.get(e, {}), modes.stable_key(idx.label(e)),
-                                        modes.stable_key(idx.label(b)), settings.rarefaction_seed,
-                                        settings.rarefaction_draws, settings.min_mode_m)
-            rho = res["rho"]
-            entry = {"mode_retention_n": int(rho.size), "mode_questions": len(by_ep.get(e, {}))}
-            if rho.size:
-                reps = bootstrap.question_bootstrap_mean(rho, settings.bootstrap_resamples,
-                                                         endpoint_rng(settings.bootstrap_seed, "retention/" + idx.label(e)))
-                entry.update(mode_retention=float(100 * rho.mean()),
-                             mode_retention_ci=list(bootstrap.percentile_ci(reps, settings.ci_level)),
-                             mode_support_loss_fraction=_support_loss(base_labels, by_ep.get(e, {}), res["question_id"]))
-            else:
-                entry.update(mode_retention=float("nan"), mode_retention_ci=[float("nan"), float("nan")])
-            out[e] = entry
+            jobs.append((e, base_labels, by_ep.get(e, {}), idx.label(e), idx.label(b), settings))
+    out = dict(zip([j[0] for j in jobs], pmap(_retention_entry, jobs, settings.workers)))
     if out and not any(v["mode_retention_n"] for v in out.values()):
         notes.append(f"no (question, checkpoint) pair has min(n_base, n_c) >= m_min = {settings.min_mode_m} "
                      "process-valid labelled successes: retention is null (lower --min-mode-m for small runs)")
     return out, notes
+
+
+def _retention_entry(e: int, base_labels: dict, trained_labels: dict, label: str, base_label: str,
+                     settings: AggregateSettings) -> dict:
+    """Retention, its question-bootstrap CI and the support-loss variant for one checkpoint (worker task)."""
+    res = modes.retention_pairs(base_labels, trained_labels, modes.stable_key(label), modes.stable_key(base_label),
+                                settings.rarefaction_seed, settings.rarefaction_draws, settings.min_mode_m)
+    rho = res["rho"]
+    entry: dict = {"mode_retention_n": int(rho.size), "mode_questions": len(trained_labels)}
+    if rho.size:
+        reps = bootstrap.question_bootstrap_mean(rho, settings.bootstrap_resamples,
+                                                 endpoint_rng(settings.bootstrap_seed, "retention/" + label))
+        entry.update(mode_retention=float(100 * rho.mean()),
+                     mode_retention_ci=list(bootstrap.percentile_ci(reps, settings.ci_level)),
+                     mode_support_loss_fraction=_support_loss(base_labels, trained_labels, res["question_id"]))
+    else:
+        entry.update(mode_retention=float("nan"), mode_retention_ci=[float("nan"), float("nan")])
+    return entry
 
 
 def _support_loss(base: dict[str, np.ndarray], trained: dict[str, np.ndarray], qids: list[str]) -> float:

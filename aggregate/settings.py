@@ -56,6 +56,8 @@ class AggregateSettings:
     """[R] raw steps in one epoch per scale; other scales use the largest step seen."""
     smoothing_window: int = 5
     """[C] centred moving-average window for plotted traces (visual only)."""
+    workers: int = 0
+    """[C] worker processes for the bootstrap and the rarefaction (0: all available CPUs)."""
     benchmark_order: tuple[str, ...] = ("aime24", "aime25", "math500", "amc23", "minerva")
     """[S] Table 1 column order (normalised benchmark names)."""
 

@@ -54,7 +54,7 @@ def generate(spec: SynthSpec) -> dict[str, pa.Table]:
     rng = np.random.default_rng(spec.seed)
     Q, K = spec.n_questions, spec.k
     qids = [f"q{i:04d}" for i in range(Q)]
-    difficulty = rng.beta(0.6, 0.8, Q)  # base success probability per question
+    difficulty = rng.beta(0.25, 0.6, Q)  # base success probability per question (paper-like coverage: ~45% / ~80%)
     n_modes = rng.integers(1, 5, Q)
     mode_pref = [rng.dirichlet(np.ones(m)) for m in n_modes]
     has_modes = rng.random(Q) < 0.65
@@ -69,10 +69,10 @@ def generate(spec: SynthSpec) -> dict[str, pa.Table]:
     s_cols: dict[str, list] = {c: [] for c in ("scale", "method", "step", "q", "sample", "reward", "n_tokens", "lp", "hbar", "pv", "mode")}
     t_parts: list[dict[str, np.ndarray]] = []
     for ei, (sc, m, step, pr, final) in enumerate(endpoints):
-        shift = 0.25 * pr * (1 + 0.2 * methods.index(m) / len(methods))
+        shift = 0.1 * pr * (1 + 0.2 * methods.index(m) / len(methods))
         p = np.clip(difficulty + shift * (1 - difficulty), 0.0, 1.0)
         r = (rng.random((Q, K)) < p[:, None]).astype(np.int8)
-        n_tok = np.maximum(1, rng.poisson(spec.mean_tokens * np.where(r == 1, 0.85, 1.3))).astype(np.int32)
+        n_tok = np.maximum(1, rng.poisson(spec.mean_tokens * np.where(r == 1, 0.8, 1.16))).astype(np.int32)
         base_h = 0.55 * (1 - 0.5 * pr) if m != "gtpo" else 0.55 * (1 - 0.9 * pr)
         hbar = np.abs(rng.normal(base_h * np.where(r == 1, 1.0, 1.45), 0.08)).astype(np.float64)
         lp = -(n_tok * hbar * rng.uniform(0.6, 1.1, (Q, K)))

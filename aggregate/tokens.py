@@ -13,31 +13,51 @@ import numpy as np
 import pyarrow as pa
 
 from aggregate import covariance
-from aggregate.io import numeric, string_codes
+from aggregate.io import numeric
 from aggregate.probe import ProbeIndex
 from aggregate.settings import AggregateSettings
 
 
+def _raw(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list | None]:
+    """Cheap comparable values of a key column in one batch: dictionary indices (+ the dictionary)
+    for strings, the integers themselves otherwise."""
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        col = pc.dictionary_encode(col)
+    if pa.types.is_dictionary(col.type):
+        if col.null_count:
+            raise ValueError("token key column contains nulls")
+        return col.indices.to_numpy(zero_copy_only=False), [str(v) for v in col.dictionary.to_pylist()]
+    return numeric(col, np.int64) if col.null_count else col.to_numpy(zero_copy_only=False), None
+
+
 def _runs(batch: pa.RecordBatch, vocabs: dict[str, dict[str, int]], steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Starts, lengths and key codes (R, 5: scale, method, step code, question, sample) of equal-key runs."""
-    cols = []
-    for c in ("scale", "method"):
-        cols.append(string_codes(batch.column(c), vocabs[c])[0])
-    st = numeric(batch.column("step"), np.int64)
-    sc = np.searchsorted(steps, st)
-    sc = np.where((sc < steps.size) & (steps[np.minimum(sc, steps.size - 1)] == st), sc, -1)
-    cols.append(sc)
-    cols.append(string_codes(batch.column("question_id"), vocabs["question_id"])[0])
-    cols.append(numeric(batch.column("sample"), np.int64))
+    """Starts, lengths and key codes (R, 5: scale, method, step code, question, sample) of the runs
+    of equal keys in one batch. Change detection runs on the raw (small-integer) columns; only the
+    run starts are translated into the samples' code space."""
+    raws = [_raw(batch.column(c)) for c in ("scale", "method", "step", "question_id", "sample")]
     n = batch.num_rows
     change = np.zeros(n, dtype=bool)
     if n:
         change[0] = True
-    for c in cols:
-        change[1:] |= c[1:] != c[:-1]
+    for a, _ in raws:
+        change[1:] |= a[1:] != a[:-1]
     starts = np.flatnonzero(change)
     lens = np.diff(np.append(starts, n))
-    return starts, lens, np.stack([c[starts] for c in cols], axis=1)
+    keys = []
+    for (a, dictionary), name in zip(raws, ("scale", "method", "step", "question_id", "sample")):
+        v = a[starts].astype(np.int64)
+        if dictionary is not None:
+            lut = np.array([vocabs[name].get(d, -1) for d in dictionary], dtype=np.int64)
+            v = lut[v] if lut.size else np.full(v.size, -1)
+        elif name == "step":
+            sc = np.searchsorted(steps, v)
+            v = np.where((sc < steps.size) & (steps[np.minimum(sc, steps.size - 1)] == v), sc, -1)
+        keys.append(v)
+    return starts, lens, np.stack(keys, axis=1)
 
 
 def token_rows(tokens: pa.Table, idx: ProbeIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
