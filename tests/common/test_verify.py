@@ -17,7 +17,8 @@ import pytest
 
 from rcea import verify_sandbox
 from rcea.verify import VerifyResult, extract_boxed, reward, verify
-from rcea.verify_agreement import CASES_PATH, UNBOXED_CATEGORIES, evaluate, load_cases, ours
+from rcea.verify_agreement import (CASES_PATH, UNBOXED_CATEGORIES, evaluate, load_cases, main as agreement_main,
+                                   mathverify_alone, ours)
 from rcea.verify_normalize import normalize_answer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,6 +165,21 @@ def test_heldout_agreement_at_least_98_percent_and_no_unboxed_acceptance():
     assert rep.n >= 100
     assert rep.unboxed_accepted == 0
     assert rep.agreement >= 0.98, rep.failures
+
+
+def test_baseline_is_plain_math_verify_and_ours_fixes_its_misses():
+    for ans, ref in [("5.", "5"), ("½", "\\frac{1}{2}"), ("1.24 \\times 10^{-8}", "1.24e-8")]:
+        assert mathverify_alone(box(ans), ref) is False  # misses of math-verify 0.9.0 alone
+        assert verify(box(ans), ref).correct is True
+    assert mathverify_alone(box("\\frac{1}{m}"), "\\frac{1}{m} t") is True  # its unit stripping
+    assert verify(box("\\frac{1}{m}"), "\\frac{1}{m} t").correct is False
+    assert mathverify_alone("The answer is 5.", "5") is False
+
+
+def test_agreement_cli_exit_status(capsys):
+    assert agreement_main(["--split", "dev", "--skip-baseline"]) == 0
+    assert "agreement" in capsys.readouterr().out
+    assert agreement_main(["--split", "dev", "--skip-baseline", "--min-agreement", "1.01"]) == 1
 
 
 # ------------------------------------------------------------------ time limits
