@@ -74,7 +74,8 @@ def safe_name(question_id: str) -> str:
 def population(scale: str) -> tuple[pd.DataFrame, pd.Series, dict]:
     """Process-valid successes (sorted by traj_id), their texts and the questions."""
     samples = load_samples(scale)
-    pop = samples[(samples["reward"].astype(int) == 1) & (samples["process_valid"].astype("boolean") == True)].copy()  # noqa: E712
+    ok = samples["process_valid"].astype("boolean").fillna(False).astype(bool)
+    pop = samples[(samples["reward"].astype(int) == 1) & ok].copy()
     pop["traj_id"] = pop.apply(traj_id, axis=1)
     return pop.sort_values("traj_id").reset_index(drop=True), load_texts(scale, samples), load_questions(scale)
 
@@ -99,7 +100,8 @@ class Pipeline:
             order = np.random.default_rng([self.cb.induce_seed, qint(q)]).permutation(len(items))
             for c, chunk in enumerate(_batches([items[i] for i in order], self.cb.chunk_size)):
                 local = [(f"s{j + 1}", text) for j, (_, text) in enumerate(chunk)]
-                jobs.append((q, c, Request(P.induce_messages(problems[q], local), self.llm.params(self.cb.induce_seed))))
+                req = Request(P.induce_messages(problems[q], local), self.llm.params(self.cb.induce_seed))
+                jobs.append((q, c, req))
         cands: dict[str, list[dict]] = defaultdict(list)
         for (q, c, _), r in zip(jobs, self._ask([j[2] for j in jobs], "induce")):
             modes = P.parse_modes(r.text) if r.ok else None
@@ -116,7 +118,8 @@ class Pipeline:
                 continue
             order = np.random.default_rng([self.cb.merge_seed, qint(q)]).permutation(len(cands[q]))
             shuffled = [cands[q][i] for i in order]
-            mjobs.append((q, len(shuffled), Request(P.merge_messages(problems[q], shuffled), self.llm.params(self.cb.merge_seed))))
+            req = Request(P.merge_messages(problems[q], shuffled), self.llm.params(self.cb.merge_seed))
+            mjobs.append((q, len(shuffled), req))
         for (q, n, _), r in zip(mjobs, self._ask([j[2] for j in mjobs], "merge")):
             modes = P.parse_modes(r.text) if r.ok else None
             if not modes:
@@ -256,17 +259,20 @@ class Pipeline:
         for q, items in by_q.items():
             for tid, _ in items:
                 row = {"traj_id": tid, "question_id": q}
-                res = passes.get(tid, [None] * self.cb.assign_passes) if q in codebooks else [None] * self.cb.assign_passes
+                none = [None] * self.cb.assign_passes
+                res = passes.get(tid, none) if q in codebooks else none
                 for p, x in enumerate(res, 1):
                     row[f"pass{p}_mode"] = x["mode"] if x else None
                     row[f"pass{p}_confidence"] = x["confidence"] if x else None
                 if q not in codebooks:
-                    row.update(reasons="no codebook", disputed=False, arbiter_mode=None, mode=None, source="no-codebook")
+                    row.update(reasons="no codebook", disputed=False, arbiter_mode=None, mode=None,
+                               source="no-codebook")
                 else:
                     reasons = self.disputes(res)
                     row.update(reasons=";".join(reasons), disputed=bool(reasons), arbiter_mode=None)
                     if reasons:
-                        earlier = ", ".join(f"pass{p}={row[f'pass{p}_mode']}" for p in range(1, self.cb.assign_passes + 1))
+                        earlier = ", ".join(f"pass{p}={row[f'pass{p}_mode']}"
+                                            for p in range(1, self.cb.assign_passes + 1))
                         disputed[q].append((tid, text_of[tid], earlier))
                         row.update(mode=None, source="pending")
                     else:
@@ -305,7 +311,8 @@ class Pipeline:
             atomic_write_json(out_dir / "codebooks" / f"{safe_name(q)}.json", cb)
         atomic_write_json(out_dir / "codebooks" / "index.json", {
             "model": self.llm.model, "settings": self.cb.__dict__,
-            "questions": {q: {"version": cb["version"], "modes": len(cb["modes"])} for q, cb in sorted(codebooks.items())},
+            "questions": {q: {"version": cb["version"], "modes": len(cb["modes"])}
+                          for q, cb in sorted(codebooks.items())},
             "summary": summary(table)})
         export_labels(self.scale, mode=dict(zip(table["traj_id"], table["mode"].where(table["mode"].notna(), None))))
         return table

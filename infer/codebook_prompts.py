@@ -44,7 +44,8 @@ def merge_messages(problem: str, candidates: list[dict]) -> list[dict[str, str]]
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def assign_messages(problem: str, modes: list[dict], items: list[tuple[str, str]], pass_no: int) -> list[dict[str, str]]:
+def assign_messages(problem: str, modes: list[dict], items: list[tuple[str, str]],
+                    pass_no: int) -> list[dict[str, str]]:
     system = ("TASK: codebook-assign\nAssign each solution of a math problem to one mode of the frozen codebook. "
               f"{RUBRIC}\nUse NEW (with a proposed name and definition) only when no mode fits, and UNCERTAIN when "
               "the solution's method cannot be determined. Reply with one JSON object: "

@@ -216,9 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     judge = LLMJudge(settings_for(args.scale, args))
     if args.cmd == "run":
         out = run_judge(args.scale, judge)
-        summary = {"accepted": len(out), "valid": int((out["valid"] == True).sum()),  # noqa: E712
-                   "invalid": int((out["valid"] == False).sum()), "no_verdict": int(out["valid"].isna().sum()),  # noqa: E712
-                   **judge.client.stats()}
+        v = out["valid"]
+        summary = {"accepted": len(out), "valid": int(v.fillna(False).sum()), "invalid": int((~v.fillna(True)).sum()),
+                   "no_verdict": int(v.isna().sum()), **judge.client.stats()}
     else:
         use_model = "pred" not in _read_labels(args.labels).columns
         summary = calibrate(args.labels, judge if use_model else None)

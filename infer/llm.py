@@ -39,7 +39,7 @@ class LLMSettings:
     api_key_file: str = ""
     temperature: float = 0.0
     seed: int = 2027
-    max_tokens: int = 1024
+    max_tokens: int = 4096  # room for a thinking model's reasoning before its JSON
     concurrency: int = 8
     timeout_s: float = 120.0
     max_retries: int = 5

@@ -71,12 +71,17 @@ def load_questions(scale: str) -> dict[str, dict]:
                 for _, r in df.iterrows()}
     from rcea.config import load_config
     from rcea.data import probe_questions
-    return {str(q["id"]): {"problem": q["problem"], "answer": str(q["answer"])} for q in probe_questions(load_config(scale))}
+    probe = probe_questions(load_config(scale))
+    return {str(q["id"]): {"problem": q["problem"], "answer": str(q["answer"])} for q in probe}
 
 
 def accepted(samples: pd.DataFrame) -> pd.DataFrame:
     """Verifier-accepted trajectories (reward 1)."""
     return samples[samples["reward"].astype(int) == 1]
+
+
+def _missing(v) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
 
 
 def _part_files(loc: Path) -> list[Path]:
@@ -111,10 +116,9 @@ def export_labels(scale: str, process_valid: dict[str, bool | None] | None = Non
         if mode is not None:
             cur = df["mode"].astype("object")
             df["mode"] = [mode.get(t, c) for t, c in zip(ids, cur)]
-        df["process_valid"] = pd.array([None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else bool(v)
-                                        for v in df["process_valid"].astype("object")], dtype="boolean")
-        df["mode"] = pd.array([None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else str(v)
-                               for v in df["mode"].astype("object")], dtype="string")
+        df["process_valid"] = pd.array([None if _missing(v) else bool(v) for v in df["process_valid"].astype("object")],
+                                       dtype="boolean")
+        df["mode"] = pd.array([None if _missing(v) else str(v) for v in df["mode"].astype("object")], dtype="string")
         buf = io.BytesIO()
         df.to_parquet(buf, index=False)
         atomic_write_bytes(part, buf.getvalue())

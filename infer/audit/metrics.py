@@ -68,22 +68,26 @@ def audit_report(pairs: list[dict], trajectory_modes: dict[str, str | None]) -> 
     hh = macro_f1([p["human_a"] for p in both], [p["human_b"] for p in both]) if both else float("nan")
     auto = macro_f1([p["adjudicated"] for p in scored], [p["auto"] for p in scored]) if scored else float("nan")
     prec, rec = different_pr([p["adjudicated"] for p in scored], [p["auto"] for p in scored])
-    cov = (sum(m is not None for m in trajectory_modes.values()) / len(trajectory_modes)) if trajectory_modes else float("nan")
+    n_traj = len(trajectory_modes)
+    cov = sum(m is not None for m in trajectory_modes.values()) / n_traj if n_traj else float("nan")
     pre = {}
     for who in ("human_a", "human_b"):
         sc = [p for p in pairs if p.get(who) is not None and p["auto"] is not None]
-        pre[f"auto_vs_{who[-1].upper()}"] = macro_f1([p[who] for p in sc], [p["auto"] for p in sc]) if sc else float("nan")
+        f1 = macro_f1([p[who] for p in sc], [p["auto"] for p in sc]) if sc else float("nan")
+        pre[f"auto_vs_{who[-1].upper()}"] = f1
     gap = hh - auto
     gates = {
         "1_hh_macro_f1": hh >= GATES["hh_macro_f1"] - EPS,
         "2_auto_macro_f1": auto >= GATES["auto_macro_f1"] - EPS,
         "3_gap": gap <= GATES["max_gap"] + EPS,
-        "4_different_precision_recall": prec >= GATES["different_precision"] - EPS and rec >= GATES["different_recall"] - EPS,
+        "4_different_precision_recall": (prec >= GATES["different_precision"] - EPS
+                                         and rec >= GATES["different_recall"] - EPS),
         "5_coverage": cov >= GATES["coverage"] - EPS,
     }
     return {
         "pairs": len(pairs), "pairs_both_raters": len(both), "pairs_adjudicated": len(final),
-        "pairs_pending_adjudication": sum(1 for p in both if p["human_a"] != p["human_b"] and p.get("adjudicated") is None),
+        "pairs_pending_adjudication": sum(1 for p in both
+                                          if p["human_a"] != p["human_b"] and p.get("adjudicated") is None),
         "pairs_scored_auto": len(scored), "trajectories": len(trajectory_modes),
         "hh_macro_f1": hh, "auto_macro_f1": auto, "gap": gap, "different_precision": prec, "different_recall": rec,
         "coverage": cov, "pre_adjudication": pre, "gates": gates, "all_gates_pass": all(gates.values()),

@@ -75,8 +75,8 @@ def report(path: Path) -> dict:
         a, b = store.annotators(con)[:2]
         lab = {(r["annotator"], r["pair_id"]): r["label"] for r in con.execute("SELECT * FROM labels")}
         adj = {r["pair_id"]: r["label"] for r in con.execute("SELECT * FROM adjudications")}
-        pairs = [{"a": r["a"], "b": r["b"], "human_a": lab.get((a, r["pair_id"])), "human_b": lab.get((b, r["pair_id"])),
-                  "adjudicated": adj.get(r["pair_id"])}
+        pairs = [{"a": r["a"], "b": r["b"], "human_a": lab.get((a, r["pair_id"])),
+                  "human_b": lab.get((b, r["pair_id"])), "adjudicated": adj.get(r["pair_id"])}
                  for r in con.execute("SELECT * FROM pairs ORDER BY position")]
         modes = {r["blind_id"]: r["auto_mode"] for r in con.execute("SELECT blind_id, auto_mode FROM trajectories")}
     out = audit_report(pairs, modes)

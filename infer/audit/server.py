@@ -57,7 +57,8 @@ def make_handler(db: Path):
                 if url.path == "/api/queue":
                     if q.get("adjudicate") == "1":
                         ids = store.disagreements(con)
-                        done = {r["pair_id"]: r["label"] for r in con.execute("SELECT pair_id, label FROM adjudications")}
+                        done = {r["pair_id"]: r["label"]
+                                for r in con.execute("SELECT pair_id, label FROM adjudications")}
                     else:
                         if who not in store.annotators(con):
                             return self._json({"error": f"unknown annotator {who}"}, 403)
@@ -76,8 +77,10 @@ def make_handler(db: Path):
                         return self._json({"error": "no such pair"}, 404)
                     t = {r["blind_id"]: r["text"] for r in con.execute(
                         "SELECT blind_id, text FROM trajectories WHERE blind_id IN (?,?)", (p["a"], p["b"]))}
-                    prob = con.execute("SELECT problem FROM questions WHERE question_id=?", (p["question_id"],)).fetchone()
-                    return self._json({"pair_id": pid, "position": p["position"], "problem": prob["problem"] if prob else "",
+                    prob = con.execute("SELECT problem FROM questions WHERE question_id=?",
+                                       (p["question_id"],)).fetchone()
+                    return self._json({"pair_id": pid, "position": p["position"],
+                                       "problem": prob["problem"] if prob else "",
                                        "left": t.get(p["a"], ""), "right": t.get(p["b"], "")})
             return self._json({"error": "not found"}, 404)
 
