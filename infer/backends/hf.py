@@ -24,6 +24,9 @@ class HFBackend:
     def __init__(self, model_path: str, device: str = "cpu", dtype: str = "auto", batch_size: int = 8,
                  chunk: int = 256, max_adapters: int = 2):
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()   # load_adapter reports the new adapter's keys as "MISSING" before loading them
 
         self.device = torch.device(device)
         if dtype == "auto":

@@ -12,8 +12,27 @@ import os
 import shutil
 
 import pytest
+import torch
+
+torch.set_num_threads(1)   # the tiny model on a shared CPU: extra threads only spin
 
 CHECKPOINT_STEPS = (2, 4)
+
+
+def tiny_overrides() -> list[str]:
+    """Test budgets on top of the tiny scale: a few questions, K = 3, 16 tokens (and no toy warm start)."""
+    from rcea.config import load_config
+
+    cfg = load_config("tiny")
+    comp = cfg["probe.composition"]
+    first = list(comp)[:2]
+    out = ["eval.max_new_tokens=16", "eval.questions_per_benchmark=3", "eval.benchmarks=" + str(first).replace("'", '"'),
+           "passk.n=3", "passk.questions=2", "passk.max_new_tokens=16", "passk.benchmark=" + first[0],
+           "probe.k=3", "probe.max_new_tokens=16", "probe.composition={" + ", ".join(f"{b} = 1" for b in first) + "}",
+           "covariance.n_questions=2", "covariance.trajectories=2", "covariance.max_positions=8"]
+    if "toy.warm_start_steps" in cfg:
+        out.append("toy.warm_start_steps=0")
+    return out
 
 
 def _build(root):
@@ -22,18 +41,20 @@ def _build(root):
     from transformers import AutoModelForCausalLM
 
     from rcea.config import load_config
-    from rcea.store import atomic_write_json, write_manifest
-    from rcea.tiny import _corpus, build_tiny_model
+    from rcea.tiny import model_path
 
-    cfg = load_config("tiny")
-    spec = {k: cfg[f"model.tiny_{k}"] for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seed")}
-    model_dir = root / "models" / "tiny"
-    build_tiny_model(model_dir, **spec, corpus=_corpus(300))   # a small corpus keeps the tokenizer fast
-    atomic_write_json(model_dir / "build.json", spec)           # what rcea.tiny.ensure_tiny_model checks
-    write_manifest(model_dir / "build.json", seeds={"model": spec["seed"]})
-
+    old = os.environ.get("RCEA_DATA")
+    os.environ["RCEA_DATA"] = str(root)
+    try:
+        cfg = load_config("tiny", None, tiny_overrides())
+        base = model_path(cfg)
+    finally:
+        if old is None:
+            os.environ.pop("RCEA_DATA")
+        else:
+            os.environ["RCEA_DATA"] = old
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(base)
     peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=cfg["train.lora_targets"],
                                             init_lora_weights=False))
     with torch.no_grad():
@@ -48,6 +69,7 @@ def _build(root):
         ckpt = root / "train" / "tiny" / "grpo" / "checkpoints" / f"checkpoint-{step}"
         peft.save_pretrained(ckpt)
         (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": max(CHECKPOINT_STEPS)}))
+    (root / "base_model.txt").write_text(str(base))
     return root
 
 
@@ -67,7 +89,8 @@ def tiny_data(tiny_data_template, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tiny_data_template):
-    return tiny_data_template / "models" / "tiny"
+    from pathlib import Path
+    return Path((tiny_data_template / "base_model.txt").read_text())
 
 
 def subprocess_env(data_root) -> dict:

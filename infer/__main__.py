@@ -1,0 +1,98 @@
+"""`python -m infer enqueue|worker|status`: the inference role's command line.
+
+    python -m infer enqueue --scale tiny --method grpo --what all [--override probe.k=4] [--retry-failed]
+    python -m infer worker  --scale tiny [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300]
+    python -m infer status  --scale tiny [--jobs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def cmd_enqueue(args) -> int:
+    from rcea.config import load_config
+
+    from infer.plan import plan_jobs
+    from infer.queue import Queue
+    from infer.worker import queue_path
+
+    cfg = load_config(args.scale, None, args.override)
+    q = Queue(queue_path(args.scale))
+    counts: dict[str, int] = {}
+    for job in plan_jobs(cfg, args.scale, args.method, args.what, args.override):
+        result = q.enqueue(job["key"], job["kind"], job["payload"], job["cost"], retry_failed=args.retry_failed)
+        counts[result] = counts.get(result, 0) + 1
+        print(f"{result:8s} {job['key']}")
+    print(f"queue {queue_path(args.scale)}: {counts}")
+    return 0
+
+
+def cmd_worker(args) -> int:
+    if args.gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)   # before torch is imported
+    from infer.jobs import run_job
+    from infer.queue import Queue
+    from infer.worker import Context, run_worker, queue_path
+
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)   # small models on shared CPUs: extra threads only spin (40x slower under load)
+    q = Queue(queue_path(args.scale), lease_s=args.lease)
+    stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty, poll_s=args.poll)
+    print(f"worker finished: {stats}; queue: {q.counts()}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    from infer.queue import Queue
+    from infer.worker import queue_path
+
+    path = queue_path(args.scale)
+    if not path.exists():
+        print(f"no queue at {path}; enqueue first (python -m infer enqueue --scale {args.scale} ...)")
+        return 1
+    q = Queue(path)
+    print(f"queue {path}: {q.counts()}")
+    for j in q.jobs():
+        if args.jobs or j["state"] in ("running", "failed"):
+            extra = f" worker={j['worker']}" if j["state"] == "running" else ""
+            extra += f" error={j['error']}" if j["error"] else ""
+            print(f"  {j['state']:8s} {j['key']:28s} attempts={j['attempts']}{extra}")
+    return 0
+
+
+def main(argv=None) -> int:
+    from rcea.config import METHODS, SCALES
+
+    from infer.plan import KINDS
+
+    p = argparse.ArgumentParser(prog="python -m infer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("enqueue", help="add the jobs of one training run (idempotent)")
+    e.add_argument("--scale", required=True, choices=SCALES)
+    e.add_argument("--method", required=True, choices=METHODS)
+    e.add_argument("--what", default="all", choices=(*KINDS, "all"))
+    e.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    e.add_argument("--retry-failed", action="store_true", help="make failed jobs pending again")
+    w = sub.add_parser("worker", help="run queued jobs")
+    w.add_argument("--scale", required=True, choices=SCALES)
+    w.add_argument("--gpu", type=int, default=None, help="GPU index this worker uses")
+    w.add_argument("--until-empty", action="store_true", help="exit when nothing is pending or running")
+    w.add_argument("--backend", default="auto", choices=("auto", "hf", "vllm"), help="generation backend")
+    w.add_argument("--lease", type=float, default=300.0, help="seconds a claim lasts without a heartbeat")
+    w.add_argument("--poll", type=float, default=5.0, help="seconds between claims when the queue is empty")
+    s = sub.add_parser("status", help="show the queue")
+    s.add_argument("--scale", required=True, choices=SCALES)
+    s.add_argument("--jobs", action="store_true", help="list every job")
+    args = p.parse_args(argv)
+    return {"enqueue": cmd_enqueue, "worker": cmd_worker, "status": cmd_status}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

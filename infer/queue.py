@@ -1,0 +1,146 @@
+"""The job queue: one SQLite database per scale on the shared volume (data/infer/<scale>/queue.sqlite).
+
+Every state change is a transaction (`BEGIN IMMEDIATE`). A claimed job carries a lease that the worker's
+heartbeat extends; a job whose lease ran out (its worker died) returns to `pending` at the next claim,
+up to `max_attempts` claims, after which it is `failed` with the reason. Claims take the most expensive
+pending job first (longest-processing-time order keeps many workers busy to the end).
+Keys are unique, so enqueueing is idempotent: a known key (pending, running or done) is left alone.
+
+Note: SQLite locking needs a filesystem with working POSIX locks (a local disk or a Docker volume);
+do not put the queue on NFS.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import time
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+STATES = ("pending", "running", "done", "failed")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    cost REAL NOT NULL DEFAULT 1.0,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    worker TEXT,
+    lease_until REAL,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (state, cost);
+"""
+
+
+@dataclass
+class Job:
+    id: int
+    key: str
+    kind: str
+    payload: dict
+    cost: float
+    attempts: int
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Queue:
+    def __init__(self, path: str | Path, lease_s: float = 300.0, max_attempts: int = 3):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lease_s, self.max_attempts = lease_s, max_attempts
+        with self._tx() as db:
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+
+    @contextmanager
+    def _tx(self):
+        """One short write transaction on a fresh connection (safe across threads and processes)."""
+        db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        finally:
+            db.close()
+
+    def enqueue(self, key: str, kind: str, payload: dict, cost: float = 1.0, retry_failed: bool = False) -> str:
+        """Add a job; returns 'added', 'exists' (left alone) or 'retried' (a failed job made pending)."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM jobs WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO jobs (key, kind, payload, cost, created) VALUES (?, ?, ?, ?, ?)",
+                           (key, kind, json.dumps(payload, sort_keys=True), float(cost), time.time()))
+                return "added"
+            if row[0] == "failed" and retry_failed:
+                db.execute("UPDATE jobs SET state='pending', attempts=0, error=NULL, worker=NULL, payload=?, cost=? "
+                           "WHERE key=?", (json.dumps(payload, sort_keys=True), float(cost), key))
+                return "retried"
+            return "exists"
+
+    def _expire(self, db, now: float) -> None:
+        db.execute("UPDATE jobs SET state='failed', finished=?, error=printf('lease expired %d times (worker '"
+                   " || coalesce(worker, '?') || ' died or hung)', attempts) "
+                   "WHERE state='running' AND lease_until < ? AND attempts >= ?", (now, now, self.max_attempts))
+        db.execute("UPDATE jobs SET state='pending', worker=NULL WHERE state='running' AND lease_until < ?", (now,))
+
+    def claim(self, worker: str | None = None) -> Job | None:
+        """The most expensive pending job (after returning expired leases), now running under `worker`."""
+        worker = worker or worker_name()
+        now = time.time()
+        with self._tx() as db:
+            self._expire(db, now)
+            row = db.execute("SELECT id, key, kind, payload, cost, attempts FROM jobs WHERE state='pending' "
+                             "ORDER BY cost DESC, id ASC LIMIT 1").fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE jobs SET state='running', worker=?, attempts=attempts+1, lease_until=?, started=? "
+                       "WHERE id=?", (worker, now + self.lease_s, now, row[0]))
+        return Job(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5] + 1)
+
+    def heartbeat(self, job_id: int, worker: str) -> bool:
+        """Extend the lease; False if the job is no longer ours (it expired and was reclaimed)."""
+        with self._tx() as db:
+            cur = db.execute("UPDATE jobs SET lease_until=? WHERE id=? AND worker=? AND state='running'",
+                             (time.time() + self.lease_s, job_id, worker))
+            return cur.rowcount == 1
+
+    def finish(self, job_id: int, worker: str, error: str | None = None) -> bool:
+        state = "done" if error is None else "failed"
+        with self._tx() as db:
+            cur = db.execute("UPDATE jobs SET state=?, finished=?, error=?, lease_until=NULL "
+                             "WHERE id=? AND worker=? AND state='running'",
+                             (state, time.time(), error, job_id, worker))
+            return cur.rowcount == 1
+
+    def counts(self) -> dict[str, int]:
+        with self._tx() as db:
+            self._expire(db, time.time())
+            rows = db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+        return {s: dict(rows).get(s, 0) for s in STATES}
+
+    def jobs(self) -> list[dict]:
+        db = sqlite3.connect(self.path, timeout=60.0)
+        try:
+            db.row_factory = sqlite3.Row
+            return [dict(r) for r in db.execute("SELECT * FROM jobs ORDER BY id")]
+        finally:
+            db.close()

@@ -1,0 +1,58 @@
+"""Writing RCEA sample-schema tables: typed frames, one Parquet part per job, atomic with a manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from rcea.paths import data_dir
+from rcea.schema import SCHEMA_VERSION, TABLES, check_columns
+from rcea.store import is_complete, write_parquet
+
+PANDAS_TYPES = {"str": "object", "int": "int64", "float": "float64", "bool": "bool",
+                "str?": "string", "bool?": "boolean"}
+
+
+def tables_dir(scale: str) -> Path:
+    return data_dir() / "infer" / scale / "tables"
+
+
+def part_path(scale: str, table: str, part: str) -> Path:
+    return tables_dir(scale) / table / f"{part}.parquet"
+
+
+def frame(table: str, rows: list[dict] | dict[str, list]) -> pd.DataFrame:
+    """A DataFrame (from row dicts or column lists) with the schema's columns first, typed; extras follow."""
+    cols = TABLES[table]
+    df = pd.DataFrame(rows)
+    for col, kind in cols.items():
+        if col not in df.columns:
+            if not kind.endswith("?"):
+                raise ValueError(f"{table}: rows lack the required column {col!r}")
+            df[col] = None
+    if df.empty:
+        df = pd.DataFrame({c: pd.Series(dtype=PANDAS_TYPES[k]) for c, k in cols.items()})
+    df = df[list(cols) + [c for c in df.columns if c not in cols]]
+    check_columns(table, df.columns)
+    return df.astype({c: PANDAS_TYPES[k] for c, k in cols.items()})
+
+
+def clear_stale(path: Path) -> None:
+    """Remove temporary files a killed writer left beside `path` (`.<name>.*.tmp`)."""
+    for tmp in path.parent.glob(f".{path.name}.*.tmp") if path.parent.exists() else []:
+        tmp.unlink(missing_ok=True)
+
+
+def write_parts(scale: str, part: str, frames: dict[str, pd.DataFrame], cfg, seeds: dict, **extra) -> list[Path]:
+    """Write each table's part atomically (Parquet, then its manifest); all rows are computed before."""
+    paths = []
+    for table, df in frames.items():
+        path = part_path(scale, table, part)
+        write_parquet(df, path, cfg=cfg, seeds=seeds, schema_version=SCHEMA_VERSION, table=table, **extra)
+        paths.append(path)
+    return paths
+
+
+def parts_complete(scale: str, part: str, tables: list[str]) -> bool:
+    return all(is_complete(part_path(scale, t, part)) for t in tables)

@@ -1,0 +1,143 @@
+"""A worker: claim a job, keep its lease alive from a heartbeat thread, run it, record done or failed.
+
+One worker per GPU (`--gpu N` pins it), or one CPU worker on the tiny scale. A job that raises is marked
+failed with its reason and the worker goes on; a worker killed at any moment leaves no output for the
+job it held (outputs are written atomically at the end), and the job returns to the queue when its
+lease runs out.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from rcea.paths import data_dir
+
+from infer.queue import Job, Queue, worker_name
+
+Runner = Callable[[dict, "Context", Callable[[str, int, int], None]], dict]
+
+
+def queue_path(scale: str) -> Path:
+    return data_dir() / "infer" / scale / "queue.sqlite"
+
+
+def resolve_model(cfg) -> str:
+    """The tiny model (built on demand), a local copy under data/models/, or the hub id."""
+    from rcea.tiny import model_path
+
+    name = cfg["model.name"]
+    if name == "tiny":
+        return model_path(cfg)
+    for local in (data_dir() / "models" / name, data_dir() / "models" / name.split("/")[-1]):
+        if (local / "config.json").exists():
+            return str(local)
+    return name
+
+
+class Context:
+    """The backends of one worker, built on first use and kept across jobs."""
+
+    def __init__(self, device: str = "cpu", backend: str = "auto"):
+        self.device, self.backend = device, backend
+        self._gen = self._scorer = None
+        self.tokenizer = None
+
+    def backends(self, cfg):
+        if self._scorer is None:
+            from infer.backends import get_backend
+
+            path = resolve_model(cfg)
+            batch = 32 if self.device.startswith("cuda") else 8
+            self._scorer = get_backend("hf", path, device=self.device, batch_size=batch,
+                                       chunk=cfg["probe.entropy_chunk"])
+            self.tokenizer = self._scorer.tokenizer
+            choice = self.backend
+            if choice == "auto":
+                choice = "vllm" if self.device.startswith("cuda") and _has_vllm() else "hf"
+            self._gen = self._scorer if choice == "hf" else get_backend(
+                "vllm", path, max_lora_rank=cfg["train.lora_rank"],
+                max_model_len=cfg["eval.max_new_tokens"] + 2 * cfg["data.max_prompt_tokens"] + 512)
+        return self._gen, self._scorer
+
+    def describe(self) -> dict:
+        return {"generate": type(self._gen).__name__ if self._gen else None,
+                "score": type(self._scorer).__name__ if self._scorer else None, "device": self.device}
+
+
+def _has_vllm() -> bool:
+    from importlib.util import find_spec
+    return find_spec("vllm") is not None
+
+
+class Heartbeat(threading.Thread):
+    def __init__(self, queue: Queue, job: Job, worker: str):
+        super().__init__(daemon=True)
+        self.queue, self.job, self.worker = queue, job, worker
+        self.stopped, self.lost = threading.Event(), False
+
+    def run(self) -> None:
+        while not self.stopped.wait(max(0.2, self.queue.lease_s / 3)):
+            if not self.queue.heartbeat(self.job.id, self.worker):
+                self.lost = True
+                return
+
+
+class Display:
+    """One progress line per update on stderr (rate-limited), e.g. `[w] probe:grpo-50 probe questions 12/200 31s`."""
+
+    def __init__(self, name: str, stream=sys.stderr):
+        self.name, self.stream, self.job, self.t0, self.last = name, stream, "", 0.0, 0.0
+        self.slowdown = float(os.environ.get("RCEA_INFER_TEST_SLOWDOWN_S", "0"))  # fault-injection for tests
+
+    def start(self, job: Job) -> None:
+        self.job, self.t0 = job.key, time.time()
+        print(f"[{self.name}] {job.key}: started (attempt {job.attempts})", file=self.stream, flush=True)
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        now = time.time()
+        if now - self.last > 2.0 or done == total:
+            print(f"[{self.name}] {self.job}: {what} {done}/{total} {now - self.t0:.0f}s", file=self.stream, flush=True)
+            self.last = now
+        if self.slowdown:
+            time.sleep(self.slowdown)
+
+
+def run_worker(queue: Queue, runner: Runner, ctx=None, until_empty: bool = False, poll_s: float = 5.0,
+               name: str | None = None, display: Display | None = None) -> dict:
+    """Claim and run jobs; with `until_empty`, stop when nothing is pending or running. Returns counts."""
+    name = name or worker_name()
+    display = display or Display(name)
+    stats = {"done": 0, "failed": 0}
+    while True:
+        job = queue.claim(name)
+        if job is None:
+            if until_empty and queue.counts()["running"] == 0 and queue.counts()["pending"] == 0:
+                return stats
+            time.sleep(poll_s)
+            continue
+        beat = Heartbeat(queue, job, name)
+        beat.start()
+        display.start(job)
+        error = None
+        try:
+            summary = runner(job.payload, ctx, display)
+            print(f"[{name}] {job.key}: done {summary} in {time.time() - display.t0:.1f}s", file=display.stream,
+                  flush=True)
+        except Exception as exc:  # a failing job must not stop the others
+            error = f"{type(exc).__name__}: {exc}"
+            print(f"[{name}] {job.key}: FAILED {error}\n{traceback.format_exc(limit=3)}", file=display.stream,
+                  flush=True)
+        finally:
+            beat.stopped.set()
+            beat.join()
+        if beat.lost:
+            print(f"[{name}] {job.key}: lease lost; another worker owns it now", file=display.stream, flush=True)
+            continue
+        queue.finish(job.id, name, error)
+        stats["failed" if error else "done"] += 1

@@ -1,0 +1,52 @@
+"""Checkpoint discovery, milestones, the dense trace and the job list (fake checkpoint folders)."""
+
+import json
+
+import pytest
+
+from rcea.config import load_config
+
+from infer.plan import BASE, dense_trace, discover, milestones, plan_jobs
+
+
+def _fake_run(root, steps, max_steps, broken=()):
+    for s in steps:
+        d = root / "train" / "3b" / "grpo" / "checkpoints" / f"checkpoint-{s}"
+        d.mkdir(parents=True)
+        if s not in broken:
+            (d / "adapter_config.json").write_text("{}")
+            (d / "adapter_model.safetensors").write_text("")
+        (d / "trainer_state.json").write_text(json.dumps({"max_steps": max_steps}))
+
+
+def test_milestones_dense_trace_and_jobs_at_3b(tmp_path, monkeypatch):
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    _fake_run(tmp_path, range(50, 4001, 50), 4000, broken=(3950,))
+    cfg = load_config("3b")
+    ckpts = discover("3b", "grpo")
+    assert len(ckpts) == 79 and 3950 not in [c.step for c in ckpts]
+    assert [c.step for c in milestones(cfg, ckpts)] == [1000, 2000, 3000, 4000]
+    assert [c.step for c in dense_trace(cfg, ckpts)] == list(range(200, 4001, 200))
+    jobs = {j["key"]: j for j in plan_jobs(cfg, "3b", "grpo", "all", [])}
+    greedy = {k: j["payload"]["benchmarks"] for k, j in jobs.items() if k.startswith("greedy:")}
+    assert len(greedy) == 21 and greedy["greedy:base-0"] == greedy["greedy:grpo-1000"] == cfg["eval.benchmarks"]
+    assert greedy["greedy:grpo-200"] == ["math500"]
+    assert {k for k in jobs if k.startswith("passk:")} == {"passk:base-0", "passk:grpo-4000"}
+    assert {k for k in jobs if k.startswith("probe:")} == {"probe:base-0", "probe:grpo-1000", "probe:grpo-2000",
+                                                            "probe:grpo-3000", "probe:grpo-4000"}
+    cov = jobs["covariance:grpo-4000"]["payload"]
+    assert (cov["step_from"], cov["step"]) == (3950, 4000)   # enqueued; the broken checkpoint fails the job later
+    assert jobs["covariance:grpo-1000"]["payload"]["adapter_from"].endswith("checkpoint-950")
+    # long jobs first: pass@64 over 500 questions outweighs a 40-question covariance job
+    assert jobs["passk:base-0"]["cost"] > jobs["probe:base-0"]["cost"] > jobs["covariance:grpo-1000"]["cost"]
+
+
+def test_unknown_kind_and_missing_run_name_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    cfg = load_config("3b")
+    with pytest.raises(FileNotFoundError, match="train first"):
+        plan_jobs(cfg, "3b", "grpo", "all", [])
+    _fake_run(tmp_path, [50], 100)
+    with pytest.raises(ValueError, match="valid: greedy, passk, probe, covariance, all"):
+        plan_jobs(cfg, "3b", "grpo", "everything", [])
+    assert BASE.tag == "base-0"
