@@ -119,6 +119,9 @@ def compare_pairs(pairs: Sequence[tuple[str, str]], budget: float) -> tuple[bool
 
 def _inline(pairs: Sequence[tuple[str, str]], timeout: float) -> bool:
     """In-process fallback: guarded in the main thread, else a daemon thread abandoned on timeout."""
+    import latex2sympy2_extended.latex2sympy2  # noqa: F401  (imports are not part of the time limit)
+    import math_verify  # noqa: F401
+
     if threading.current_thread() is threading.main_thread():
         return compare_pairs(pairs, timeout)[0]
     box: list[bool] = []
