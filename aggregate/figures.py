@@ -41,6 +41,13 @@ def save(fig, out_dir: Path, stem: str) -> list[str]:
     return written
 
 
+def _color(method: str) -> str:
+    """One colour per method across every panel and figure."""
+    from aggregate.pipeline import method_rank
+
+    return f"C{method_rank(method)[0] % 10}"
+
+
 def _finite(x) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
@@ -49,7 +56,7 @@ def fig_traces(res: dict, st: AggregateSettings, out: Path) -> list[str]:
     """Probe token entropy (macro) and raw/smoothed dense benchmark accuracy vs normalised progress."""
     from aggregate.evals import centered_moving_average
     from aggregate.evaltables import canonical_benchmark
-    from aggregate.pipeline import steps_per_epoch
+    from aggregate.pipeline import method_rank, steps_per_epoch
     from aggregate.tables import method_name, scale_name
 
     eps = res.get("endpoints", [])
@@ -64,19 +71,19 @@ def fig_traces(res: dict, st: AggregateSettings, out: Path) -> list[str]:
         steps_all = [e["step"] for e in eps if e["scale"] == sc] + [g["step"] for g in greedy if g["scale"] == sc]
         spe = steps_per_epoch(sc, st, max(steps_all) if steps_all else 1)
         base = [e for e in eps if e["scale"] == sc and e["method"] == st.base_method]
-        methods = sorted({e["method"] for e in eps if e["scale"] == sc and e["method"] != st.base_method})
+        methods = sorted({e["method"] for e in eps if e["scale"] == sc and e["method"] != st.base_method}, key=method_rank)
         ax = axes[0, j]
         for m in methods:
             pts = sorted(([(0, base[0]["token_entropy_mean"])] if base else [])
                          + [(e["step"], e["token_entropy_mean"]) for e in eps if e["scale"] == sc and e["method"] == m])
-            ax.plot([p[0] / spe for p in pts], [p[1] for p in pts], marker="o", label=method_name(m))
+            ax.plot([p[0] / spe for p in pts], [p[1] for p in pts], marker="o", label=method_name(m), color=_color(m))
         ax.set(title=f"{scale_name(sc)}: probe token entropy", xlabel="normalised progress", ylabel="mean token entropy (nats)")
         ax = axes[1, j]
-        for m in sorted({g["method"] for g in greedy if g["scale"] == sc}):
+        for m in sorted({g["method"] for g in greedy if g["scale"] == sc}, key=method_rank):
             tr = sorted((g["step"], g["accuracy"]) for g in greedy if g["scale"] == sc and g["method"] == m)
             x = np.array([p[0] for p in tr]) / spe
             y = 100 * np.array([p[1] for p in tr])
-            line, = ax.plot(x, centered_moving_average(y, st.smoothing_window), label=method_name(m))
+            line, = ax.plot(x, centered_moving_average(y, st.smoothing_window), label=method_name(m), color=_color(m))
             ax.plot(x, y, ".", color=line.get_color(), alpha=0.4)
             fd = res.get("failure_detector", {}).get(f"{sc}/{m}", {})
             if fd.get("fired"):
@@ -86,6 +93,7 @@ def fig_traces(res: dict, st: AggregateSettings, out: Path) -> list[str]:
         for a in axes[:, j]:
             if a.get_legend_handles_labels()[0]:
                 a.legend(fontsize=7)
+    fig.tight_layout()
     return save(fig, out, "fig_traces")
 
 

@@ -240,7 +240,7 @@ def tableA9(res: dict, st: AggregateSettings) -> Table:
             seen.add(s)
             g = trace[steps.index(s)]
             t.rows.append([f"{method_name(method)}-{scale_name(scale)}", f"{s:,}", fmt(g["accuracy"], 1, True) + "%",
-                           fmt(g["boxed_rate"], 1, True) + "%", fmt(g["mean_length"], 1)])
+                           fmt(g["boxed_rate"], 1, True) + "%", f"{g['mean_length']:,.1f}"])
     return t
 
 
