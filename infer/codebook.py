@@ -3,11 +3,13 @@
 Paper supplement §12; diagnostics.md §4. Population: process-valid successes (reward 1 and
 process_valid True). Per question, with seeds from config [codebook]:
 
-1. induce   chunks of `chunk_size` trajectories in seed-2027 order -> candidate modes
+1. induce   chunks of `chunk_size` trajectories in seed-2027 order -> candidate modes, each with the chunk's
+            members (the local assignment)
 2. merge    candidates in seed-2028 order -> codebook v1, frozen
 3. assign   every trajectory `assign_passes` times in seed-(2029, pass) batches against the frozen codebook
-4. reconcile  passes that disagree, special labels (NEW, UNCERTAIN), low confidence, and responses that
-            do not parse go to arbitration; an arbitration that does not parse leaves the trajectory uncertain
+4. reconcile  local assignments or passes that disagree, special labels (NEW, UNCERTAIN), low confidence,
+            and responses that do not parse go to arbitration; an arbitration that does not parse leaves the
+            trajectory uncertain
 5. extend   provisional NEW modes are reviewed as extension requests; confirmed ones are added and the
             codebook is refrozen (version + 1, with who changed what in its history)
 6. export   `mode` in the samples table (None = uncertain, excluded downstream), the assignment table, and
@@ -89,6 +91,7 @@ class Pipeline:
         self.scale, self.llm, self.cb = scale, llm, cb
         self.client = LLMClient(llm, data_dir() / "llm_cache" / "codebook")
         self.log: list[dict] = []  # every unparsed / failed response, with what it affected
+        self.local: dict[str, str | None] = {}  # traj_id -> mode from the induction chunk, via the merge
 
     def _ask(self, reqs: list[Request], desc: str):
         return self.client.complete_many(reqs, desc=desc)
@@ -100,16 +103,19 @@ class Pipeline:
             order = np.random.default_rng([self.cb.induce_seed, qint(q)]).permutation(len(items))
             for c, chunk in enumerate(_batches([items[i] for i in order], self.cb.chunk_size)):
                 local = [(f"s{j + 1}", text) for j, (_, text) in enumerate(chunk)]
+                ids = {f"s{j + 1}": tid for j, (tid, _) in enumerate(chunk)}
                 req = Request(P.induce_messages(problems[q], local), self.llm.params(self.cb.induce_seed))
-                jobs.append((q, c, req))
+                jobs.append((q, c, ids, req))
         cands: dict[str, list[dict]] = defaultdict(list)
-        for (q, c, _), r in zip(jobs, self._ask([j[2] for j in jobs], "induce")):
+        for (q, c, ids, _), r in zip(jobs, self._ask([j[3] for j in jobs], "induce")):
             modes = P.parse_modes(r.text) if r.ok else None
             if modes is None:
                 self.log.append({"stage": "induce", "question_id": q, "chunk": c, "response": r.key,
                                  "problem": "error" if not r.ok else "unparsed"})
                 continue
-            cands[q] += [{**m, "chunk": c} for m in modes]
+            for m in modes:  # local assignment: the chunk's members of this candidate
+                cands[q].append({"name": m["name"], "definition": m["definition"], "chunk": c,
+                                 "members": [ids[x] for x in m.get("members", []) if x in ids]})
         codebooks: dict[str, dict] = {}
         mjobs = []
         for q in by_q:
@@ -117,21 +123,38 @@ class Pipeline:
                 self.log.append({"stage": "merge", "question_id": q, "problem": "no candidates"})
                 continue
             order = np.random.default_rng([self.cb.merge_seed, qint(q)]).permutation(len(cands[q]))
-            shuffled = [cands[q][i] for i in order]
+            shuffled = [{**cands[q][i], "cid": f"C{k + 1}"} for k, i in enumerate(order)]
             req = Request(P.merge_messages(problems[q], shuffled), self.llm.params(self.cb.merge_seed))
-            mjobs.append((q, len(shuffled), req))
-        for (q, n, _), r in zip(mjobs, self._ask([j[2] for j in mjobs], "merge")):
+            mjobs.append((q, shuffled, req))
+        for (q, shuffled, _), r in zip(mjobs, self._ask([j[2] for j in mjobs], "merge")):
+            n = len(shuffled)
             modes = P.parse_modes(r.text) if r.ok else None
             if not modes:
                 self.log.append({"stage": "merge", "question_id": q, "response": r.key,
                                  "problem": "error" if not r.ok else "unparsed or empty"})
                 continue
+            self._local_assignments(shuffled, modes)
             codebooks[q] = {
                 "question_id": q, "version": 1, "frozen": True,
-                "modes": [{"id": f"M{i + 1}", **m, "added_in_version": 1} for i, m in enumerate(modes)],
+                "modes": [{"id": f"M{i + 1}", "name": m["name"], "definition": m["definition"],
+                           "added_in_version": 1} for i, m in enumerate(modes)],
                 "history": [{"version": 1, "action": "merge", "by": self.llm.model, "response": r.key,
                              "candidates": n, "seeds": {"induce": self.cb.induce_seed, "merge": self.cb.merge_seed}}]}
         return codebooks
+
+    def _local_assignments(self, candidates: list[dict], modes: list[dict]) -> None:
+        """Each trajectory's induction-time mode: its candidate's merged mode (None if ambiguous or absent)."""
+        cand_mode = {}
+        for i, m in enumerate(modes):
+            for cid in m.get("merged", []):
+                cand_mode.setdefault(cid, f"M{i + 1}")
+        seen: dict[str, set] = defaultdict(set)
+        for c in candidates:
+            if c["cid"] in cand_mode:
+                for tid in c["members"]:
+                    seen[tid].add(cand_mode[c["cid"]])
+        for tid, ms in seen.items():
+            self.local[tid] = next(iter(ms)) if len(ms) == 1 else None
 
     # 3 --------------------------------------------------------------------------------------------
     def assign(self, by_q, problems, codebooks) -> dict[str, list[dict | None]]:
@@ -159,9 +182,11 @@ class Pipeline:
                 results[tid][p - 1] = parsed[local] if parsed is not None else None
         return results
 
-    def disputes(self, passes: list[dict | None]) -> list[str]:
+    def disputes(self, passes: list[dict | None], local: str | None = None) -> list[str]:
         reasons = []
         modes = [x["mode"] if x else None for x in passes]
+        if local is not None and any(m is not None and m not in P.SPECIAL and m != local for m in modes):
+            reasons.append("local_disagree")
         if any(x is None for x in passes):
             reasons.append("unparsed")
         elif any(m is None for m in modes):
@@ -265,10 +290,11 @@ class Pipeline:
                     row[f"pass{p}_mode"] = x["mode"] if x else None
                     row[f"pass{p}_confidence"] = x["confidence"] if x else None
                 if q not in codebooks:
-                    row.update(reasons="no codebook", disputed=False, arbiter_mode=None, mode=None,
+                    row.update(local_mode=None, reasons="no codebook", disputed=False, arbiter_mode=None, mode=None,
                                source="no-codebook")
                 else:
-                    reasons = self.disputes(res)
+                    row["local_mode"] = self.local.get(tid)
+                    reasons = self.disputes(res, row["local_mode"])
                     row.update(reasons=";".join(reasons), disputed=bool(reasons), arbiter_mode=None)
                     if reasons:
                         earlier = ", ".join(f"pass{p}={row[f'pass{p}_mode']}"

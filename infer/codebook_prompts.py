@@ -29,17 +29,19 @@ def _codebook_lines(modes: list[dict]) -> str:
 
 def induce_messages(problem: str, items: list[tuple[str, str]]) -> list[dict[str, str]]:
     system = ("TASK: codebook-induce\nYou study correct solutions of one math problem and name the distinct "
-              f"solution strategies they use. {RUBRIC}\nReply with one JSON object: "
-              '{"modes": [{"name": "<short name>", "definition": "<one or two sentences>"}]}')
+              f"solution strategies they use. {RUBRIC}\nList every solution id under the mode it uses. "
+              'Reply with one JSON object: {"modes": [{"name": "<short name>", '
+              '"definition": "<one or two sentences>", "members": ["s1", "..."]}]}')
     user = f"Problem:\n{problem}\n\n{_solutions(items)}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def merge_messages(problem: str, candidates: list[dict]) -> list[dict[str, str]]:
     system = ("TASK: codebook-merge\nMerge candidate strategy definitions for one math problem into a codebook "
-              f"of distinct modes, merging duplicates and near-duplicates. {RUBRIC}\nReply with one JSON object: "
-              '{"modes": [{"name": "<short name>", "definition": "<one or two sentences>"}]}')
-    lines = "\n".join(f"- {c['name']}: {c['definition']}" for c in candidates)
+              f"of distinct modes, merging duplicates and near-duplicates. {RUBRIC}\nList the candidate ids each "
+              'mode absorbs. Reply with one JSON object: {"modes": [{"name": "<short name>", '
+              '"definition": "<one or two sentences>", "merged": ["C1", "..."]}]}')
+    lines = "\n".join(f"- [{c['cid']}] {c['name']}: {c['definition']}" for c in candidates)
     user = f"Problem:\n{problem}\n\nCandidate modes:\n{lines}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -92,7 +94,12 @@ def parse_modes(text: str | None) -> list[dict] | None:
     out = []
     for m in obj["modes"][:64]:
         if isinstance(m, dict) and _text(m.get("name"), 120) and _text(m.get("definition")):
-            out.append({"name": _text(m["name"], 120), "definition": _text(m["definition"])})
+            item = {"name": _text(m["name"], 120), "definition": _text(m["definition"])}
+            for key in ("members", "merged"):  # local membership (induce) and absorbed candidates (merge)
+                vals = m.get(key)
+                if isinstance(vals, list):
+                    item[key] = [v for v in vals[:500] if isinstance(v, str) and len(v) <= 16]
+            out.append(item)
     return out
 
 

@@ -9,6 +9,7 @@ Tasks are recognised by the `TASK: <name>` line of the system message. Markers i
   SLOW         answer after a short sleep              AMBIG    assignment confidence 0.3
   FLIP         assignment pass 2 picks another mode    UNSURE   assignment and arbitration say UNCERTAIN
   RARE         induction ignores its strategy (so assignment proposes NEW)
+  LOCALX       induction lists it under another mode (local assignment disagrees)
   BADJSON      assignment pass 1 answers malformed text for the whole batch
 Strategies are keywords: factoring, quadratic formula, substitution, graphing.
 
@@ -82,18 +83,28 @@ class Script:
         return "<think>checking</think>\n" + json.dumps({"fatal_error": fatal, "reason": "scripted"})
 
     def task_codebook_induce(self, user: str) -> str:
-        names = []
-        for _, text in SOLUTION.findall(user):
+        names, members = [], {}
+        sols = SOLUTION.findall(user)
+        for sid, text in sols:
             s = strategy(text)
             if s and "RARE" not in text and s not in names:
                 names.append(s)
-        modes = [{"name": STRATEGIES[s][0], "definition": STRATEGIES[s][1]} for s in names]
+        for sid, text in sols:
+            s = strategy(text)
+            if s in names:
+                if "LOCALX" in text and len(names) > 1:  # the local grouping disagrees with later passes
+                    s = names[(names.index(s) + 1) % len(names)]
+                members.setdefault(s, []).append(sid)
+        modes = [{"name": STRATEGIES[s][0], "definition": STRATEGIES[s][1], "members": members.get(s, [])}
+                 for s in names]
         return "```json\n" + json.dumps({"modes": modes}) + "\n```"
 
     def task_codebook_merge(self, user: str) -> str:
-        seen = sorted({m for m in re.findall(r"^- (.+?):", user, re.M)})
+        cands = re.findall(r"^- \[(C\d+)\] (.+?):", user, re.M)
+        seen = sorted({n for _, n in cands})
         by_name = {v[0]: v for v in STRATEGIES.values()}
-        modes = [{"name": n, "definition": by_name[n][1]} for n in seen if n in by_name]
+        modes = [{"name": n, "definition": by_name[n][1], "merged": [c for c, m in cands if m == n]}
+                 for n in seen if n in by_name]
         return json.dumps({"modes": modes})
 
     def _codebook(self, user: str) -> dict[str, str]:
@@ -236,7 +247,7 @@ FIXTURE_TEXTS = {
     "q3": [
         (1, "Factoring 2x^2-8 = 2(x-2)(x+2). \\boxed{2}"),
         (1, "Quadratic formula on 2x^2-8. \\boxed{2}"),
-        (1, "Factoring again, the same way. \\boxed{2}"),
+        (1, "Factoring again, the same way LOCALX. \\boxed{2}"),
         (1, "Quadratic formula with a=2. \\boxed{2}"),
     ],
 }

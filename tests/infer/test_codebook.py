@@ -56,6 +56,10 @@ def test_pipeline_end_to_end(tmp_path, monkeypatch):
         # pass disagreement (FLIP) and low confidence (AMBIG) are arbitrated
         assert t.loc["tiny|base|0|q1|7", ["pass1_mode", "pass2_mode", "mode", "source"]].tolist() == ["M2", "M1", "M2", "arbitration"]
         assert t.loc["tiny|base|0|q1|6", "reasons"] == "low_confidence" and t.loc["tiny|base|0|q1|6", "mode"] == "M1"
+        # the induction chunk's local assignment is kept; a disagreeing one (LOCALX) is arbitrated
+        assert t.loc["tiny|base|0|q1|0", "local_mode"] == "M1" and t.loc["tiny|base|0|q1|1", "local_mode"] == "M2"
+        assert t.loc["tiny|base|0|q3|2", ["local_mode", "pass1_mode", "reasons", "mode"]].tolist() == [
+            "M2", "M1", "local_disagree", "M1"]
         # a malformed pass-1 batch is recorded and its trajectories reconciled, not guessed
         q2 = t[t.question_id == "q2"]
         assert q2.pass1_mode.isna().all() and q2.disputed.all()
