@@ -31,10 +31,9 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 __all__ = ["symbolic_equal", "compare_pairs", "warmup", "shutdown"]
 
@@ -86,19 +85,26 @@ def _on_alarm(signum: int, frame: object) -> None:
         raise _Deadline()
 
 
-@contextmanager
-def _interval_guard(budget: float) -> Iterator[None]:
+def _arm(budget: float) -> object:
     """Raise `_Deadline` in the main thread after `budget` s, and every 50 ms after that."""
     global _guard_active
     old = signal.signal(signal.SIGALRM, _on_alarm)
     _guard_active = True
     signal.setitimer(signal.ITIMER_REAL, max(budget, 1e-3), 0.05)
-    try:
-        yield
-    finally:
-        _guard_active = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    return old
+
+
+def _disarm(old: object) -> None:
+    """Stop the timer and restore the previous handler, even if a last alarm lands meanwhile."""
+    global _guard_active
+    while True:
+        try:
+            _guard_active = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+            return
+        except _Deadline:
+            continue
 
 
 def compare_pairs(pairs: Sequence[tuple[str, str]], budget: float) -> tuple[bool, bool]:
@@ -107,13 +113,16 @@ def compare_pairs(pairs: Sequence[tuple[str, str]], budget: float) -> tuple[bool
     Bounded by `budget` seconds via SIGALRM when called in the main thread; unbounded otherwise
     (callers off the main thread must bound it themselves, see `_inline`).
     """
-    guarded = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    try:
-        if guarded:
-            with _interval_guard(budget):
-                return any(_equal_one(g, p) for g, p in pairs), False
+    if not (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")):
         return any(_equal_one(g, p) for g, p in pairs), False
+    old = _arm(budget)
+    try:
+        try:
+            return any(_equal_one(g, p) for g, p in pairs), False
+        finally:
+            _disarm(old)
     except _Deadline:
+        _disarm(old)
         return False, True
 
 
