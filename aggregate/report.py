@@ -153,6 +153,19 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
         L += ["", "## Proposition 1 accounting check", "",
               f"Max |ε| over all endpoints and questions = {worst:.3g} nats (`summary.json` → `endpoints[*].max_decomposition_residual`). "
               "A zero residual verifies accounting only, not the reward ordering."]
+    L += ["", "## Choices beyond the spec's worked examples (recorded deviations)", "",
+          "- Paired bootstrap: vectorised (each question's inner resamples drawn in one call), so its stream differs from "
+          "the spec's per-resample draw order; the naive loop in `aggregate.bootstrap` reproduces Oracle 3 exactly and the "
+          "two agree in distribution (tests). Generators are keyed per checkpoint: `default_rng([seed, crc32('scale/method/step')])`.",
+          "- Rarefaction draws: `default_rng([2030, question_key, checkpoint_key])`, question_key = int(question_id) when numeric "
+          "else crc32, checkpoint_key = crc32('scale/method/step'); 100 `rng.choice(n, m, replace=False)` calls (Oracle 4's stream).",
+          "- Bootstrap CIs and retention are computed for every checkpoint in `samples`, not only the reporting points.",
+          "- A run that fires the failure detector reports Table 1 at its last full-benchmark step before the onset, ratios and "
+          "retention at its last probe step before the onset, q99 at its final step (flagged), and is excluded from the "
+          "covariance fit and correlations (A14 generalised: the paper's steps 2,000 / 8,000).",
+          "- `process_valid` all null: the mode population is every labelled verifier success (noted above when it happens).",
+          "- Sign-test and rank statistics are computed without scipy.stats (exact integer binomial tail; average ranks); "
+          "tests cross-check them against scipy."]
     L += ["", "## Missing inputs (outputs they disable)", ""]
     L += [f"- {k}: {v}" for k, v in res.get("unavailable", {}).items()] or ["- none"]
     L += ["", "## Notes", ""]
