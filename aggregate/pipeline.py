@@ -165,7 +165,8 @@ def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict]
             return max(steps)
 
         probe_steps = [k[2] for k in ep if k[:2] == (scale, method)]
-        full = [k[2] for k, b in gr.items() if k[:2] == (scale, method) and set(b) >= bench_by_scale.get(scale, set())]
+        required = set(settings.benchmark_order) & bench_by_scale.get(scale, set()) or bench_by_scale.get(scale, set())
+        full = [k[2] for k, b in gr.items() if k[:2] == (scale, method) and set(b) >= required]
         q99_steps = [k[2] for k, e in ep.items() if k[:2] == (scale, method) and "q99_tokens" in e]
         row: dict[str, Any] = {"scale": scale, "method": method, "failed": failed, "onset_step": onset,
                                "probe_step": pick(probe_steps), "table1_step": pick(full),
