@@ -14,25 +14,11 @@ import shutil
 import pytest
 import torch
 
+from tests.infer.tiny_run import tiny_overrides
+
 torch.set_num_threads(1)   # the tiny model on a shared CPU: extra threads only spin
 
 CHECKPOINT_STEPS = (2, 4)
-
-
-def tiny_overrides() -> list[str]:
-    """Test budgets on top of the tiny scale: a few questions, K = 3, 16 tokens (and no toy warm start)."""
-    from rcea.config import load_config
-
-    cfg = load_config("tiny")
-    comp = cfg["probe.composition"]
-    first = list(comp)[:2]
-    out = ["eval.max_new_tokens=16", "eval.questions_per_benchmark=3", "eval.benchmarks=" + str(first).replace("'", '"'),
-           "passk.n=3", "passk.questions=2", "passk.max_new_tokens=16", "passk.benchmark=" + first[0],
-           "probe.k=3", "probe.max_new_tokens=16", "probe.composition={" + ", ".join(f"{b} = 1" for b in first) + "}",
-           "covariance.n_questions=2", "covariance.trajectories=2", "covariance.max_positions=8"]
-    if "toy.warm_start_steps" in cfg:
-        out.append("toy.warm_start_steps=0")
-    return out
 
 
 def _build(root):
@@ -91,12 +77,3 @@ def tiny_data(tiny_data_template, tmp_path, monkeypatch):
 def tiny_model_dir(tiny_data_template):
     from pathlib import Path
     return Path((tiny_data_template / "base_model.txt").read_text())
-
-
-def subprocess_env(data_root) -> dict:
-    """Environment for `python -m infer ...` subprocesses: the data folder and the project on the path."""
-    from rcea.paths import project_root
-
-    env = dict(os.environ, RCEA_DATA=str(data_root), PYTHONPATH=str(project_root()))
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return env
