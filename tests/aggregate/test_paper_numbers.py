@@ -1,0 +1,87 @@
+"""End to end through the pipeline and renderers with inputs built from the paper's own numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from aggregate import io, pipeline, tables
+from aggregate.settings import AggregateSettings
+
+ST = AggregateSettings(bootstrap_resamples=100)
+
+
+def _greedy(rows: list[tuple[str, str, int, str, int, int]]) -> pa.Table:
+    """rows of (scale, method, step, benchmark, correct, n) -> one row per question."""
+    cols: dict[str, list] = {k: [] for k in ("scale", "method", "step", "benchmark", "question_id", "correct", "boxed", "n_tokens")}
+    for scale, method, step, bench, c, n in rows:
+        for i in range(n):
+            for k, v in (("scale", scale), ("method", method), ("step", step), ("benchmark", bench),
+                         ("question_id", f"{bench}-{i}"), ("correct", i < c), ("boxed", True), ("n_tokens", 500)):
+                cols[k].append(v)
+    return pa.table(cols)
+
+
+def test_table1_macro_average_from_unrounded_counts() -> None:
+    g = _greedy([("3b", "base", 0, "AIME24", 4, 30), ("3b", "base", 0, "AIME25", 1, 30), ("3b", "base", 0, "MATH500", 243, 500),
+                 ("3b", "base", 0, "AMC23", 14, 40), ("3b", "base", 0, "minerva_math", 6, 40)])
+    res = pipeline.run_aggregation(io.from_tables({"greedy": g}), ST)
+    (run,) = res["runs"]
+    assert run["macro_average"] == pytest.approx(23.0533333, abs=1e-6)
+    md = tables.table1(res, ST).markdown()
+    assert "| Base 3B | 13.3 | 3.3 | 48.6 | 35.0 | 15.0 | 23.05 |" in md  # not 23.04 from rounded cells
+
+
+def test_failure_detector_and_table_a9_from_dense_trace() -> None:
+    steps = [0, 1000, 2400, 3600, 4000, 8000]
+    counts = [180, 383, 383, 304, 1, 1]
+    g = _greedy([("7b", "clip_cov", s, "math500", c, 500) for s, c in zip(steps, counts)]
+                + [("7b", "grpo", s, "math500", c, 500) for s, c in zip(steps, [180, 300, 350, 359, 360, 370])])
+    res = pipeline.run_aggregation(io.from_tables({"greedy": g}), ST)
+    fd = res["failure_detector"]
+    assert fd["7b/clip_cov"]["fired"] and not fd["7b/grpo"]["fired"]
+    assert fd["7b/clip_cov"]["last_argmax_step"] == 2400 and fd["7b/clip_cov"]["onset_step"] == 4000
+    md = tables.tableA9(res, ST).markdown()
+    for step, acc in (("2,400", "76.6%"), ("3,600", "60.8%"), ("4,000", "0.2%"), ("8,000", "0.2%")):
+        assert f"| Clip-Cov-7B | {step} | {acc} |" in md
+    run = {r["method"]: r for r in res["runs"]}
+    assert run["clip_cov"]["failed"] and run["clip_cov"]["table1_step"] == 3600  # last full step before the onset
+
+
+def test_covariance_fit_through_pipeline_matches_oracle5() -> None:
+    P = [-.020, -.012, -.030, .004, -.008, -.015]
+    O = [-.018, -.014, -.027, -.001, -.009, -.016]
+    rows: dict[str, list] = {k: [] for k in ("scale", "method", "step_from", "step_to", "predicted_delta", "observed_delta")}
+    for i, (p, o) in enumerate(zip(P, O)):
+        for j in range(3):  # three positions per transition; token-pooled means equal P and O
+            d = (j - 1) * 0.001
+            for k, v in (("scale", "3b"), ("method", "grpo"), ("step_from", 50 * i), ("step_to", 50 * i + 50),
+                         ("predicted_delta", p + d), ("observed_delta", o - d)):
+                rows[k].append(v)
+    # a failed run's transitions are excluded
+    g = _greedy([("3b", "kl_cov", 0, "math500", 200, 500), ("3b", "kl_cov", 50, "math500", 10, 500)])
+    for k, v in (("scale", "3b"), ("method", "kl_cov"), ("step_from", 0), ("step_to", 50), ("predicted_delta", 1.0), ("observed_delta", -1.0)):
+        rows[k].append(v)
+    res = pipeline.run_aggregation(io.from_tables({"covariance": pa.table(rows), "greedy": g}), ST)
+    f = res["covariance_fit"]["all_nonfailed"]
+    assert f["n"] == 6 and res["covariance_fit"]["excluded_runs"] == ["3b/kl_cov"]
+    assert f["pearson"] == pytest.approx(0.995116534, abs=1e-9) and f["slope"] == pytest.approx(0.760488177, abs=1e-9)
+    assert f["r2_identity"] == pytest.approx(0.885067479, abs=1e-9) and f["median_rel_error"] == pytest.approx(0.111111111, abs=1e-9)
+    assert "| All nonfailed | 6 | 83.3% | 1.000 | 0.995 | 0.760 |" in tables.tableA7(res, ST).markdown()
+
+
+def test_oracle1_through_the_samples_table() -> None:
+    """Oracle 1's toy as a samples table (k_min 2): the pipeline's per-endpoint means equal the oracle."""
+    toks = [[0.5, 0.1, 0.3], [0.2, 0.4], [0.6, 0, 0.3, 0.3], [1.2, 0.8, 1.0], [0.9, 1.1]]
+    s = pa.table({"scale": ["x"] * 5, "method": ["base"] * 5, "step": [0] * 5, "question_id": ["q"] * 5, "benchmark": ["b"] * 5,
+                  "sample": list(range(5)), "reward": [1, 1, 1, 0, 0], "n_tokens": [len(t) for t in toks],
+                  "logprob_sum": [-10.0, -12, -14, -30, -26], "token_entropy_mean": [float(np.mean(t)) for t in toks],
+                  "truncated": [False] * 5, "process_valid": pa.nulls(5, pa.bool_()), "mode": pa.nulls(5, pa.string())})
+    res = pipeline.run_aggregation(io.from_tables({"samples": s}), ST.replace(min_k_r=2))
+    (e,) = res["endpoints"]
+    assert e["seq_entropy_mean"] == pytest.approx(18.4) and e["token_entropy_mean"] == pytest.approx(0.58)
+    assert e["success_entropy_mean"] == pytest.approx(0.30) and e["failure_entropy_mean"] == pytest.approx(1.00)
+    assert e["seq_entropy_success_mean"] == pytest.approx(11.489174376, abs=1e-9)
+    assert e["chain_rule_entropy_mean"] == pytest.approx(1.54) and e["max_decomposition_residual"] < 1e-12
+    assert e["paired_ratio"] == pytest.approx(1.0 / 0.3) and e["paired_n"] == 1
