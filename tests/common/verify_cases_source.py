@@ -169,4 +169,5 @@ def main() -> None:
     print(len(out), "cases,", len(counters), "categories")
 
 
-main()
+if __name__ == "__main__":
+    main()
