@@ -5,7 +5,8 @@ attempts of a request fail: the judge and codebook pipelines are run against it 
 
 Tasks are recognised by the `TASK: <name>` line of the system message. Markers in a trajectory:
   FATAL        judge: fatal reasoning error            GARBLE   judge: malformed (non-JSON) answer
-  ERR500       first two attempts answer HTTP 500      SLOWONCE judge: first attempt sleeps (past a short client timeout)
+  ERR500       first two attempts answer HTTP 500
+  SLOWONCE     judge: first attempt sleeps (past a short client timeout)
   SLOW         answer after a short sleep              AMBIG    assignment confidence 0.3
   FLIP         assignment pass 2 picks another mode    UNSURE   assignment and arbitration say UNCERTAIN
   RARE         induction ignores its strategy (so assignment proposes NEW)
@@ -282,7 +283,8 @@ def write_probe_fixture(data_root, scale: str = "tiny", checkpoints=(("base", 0)
     samples["mode"] = samples["mode"].astype("string")
     from rcea.store import write_parquet
     for (method, step), part in samples.groupby(["method", "step"], sort=True):  # one part per probe job, as infer/
-        write_parquet(part.reset_index(drop=True), tables / "samples" / f"probe-{method}-{step}.parquet", stage="fixture")
+        write_parquet(part.reset_index(drop=True), tables / "samples" / f"probe-{method}-{step}.parquet",
+                      stage="fixture")
     for name, df in (("texts", pd.DataFrame(texts)),
                      ("questions", pd.DataFrame([{"question_id": q, "problem": p, "answer": a}
                                                  for q, (p, a) in FIXTURE_QUESTIONS.items()]))):

@@ -88,9 +88,10 @@ def test_label_adjudicate_report(labelled, tmp_path, capsys):
             truth[p["pair_id"]] = 1 if ma is None or mb is None else int(ma != mb)
         flipped = [p["pair_id"] for p in pairs[:3]]  # B disagrees on the first three pairs
         for pid, lab in truth.items():
-            assert call(f"{url}/api/label", {"annotator": "A", "pair_id": pid, "label": ["same", "different"][lab]})[0] == 200
+            names = ["same", "different"]
+            assert call(f"{url}/api/label", {"annotator": "A", "pair_id": pid, "label": names[lab]})[0] == 200
             blab = 1 - lab if pid in flipped else lab
-            assert call(f"{url}/api/label", {"annotator": "B", "pair_id": pid, "label": ["same", "different"][blab]})[0] == 200
+            assert call(f"{url}/api/label", {"annotator": "B", "pair_id": pid, "label": names[blab]})[0] == 200
         q = call(f"{url}/api/queue?annotator=C&adjudicate=1")[1]
         assert q["ids"] == flipped and q["done"] == 0
         for pid in flipped:  # adjudicated to A's label, recorded apart from the raw labels
@@ -112,3 +113,24 @@ def test_label_adjudicate_report(labelled, tmp_path, capsys):
     assert rep["coverage"] == pytest.approx(1 - n_none / 12)
     assert rep["pairs_scored_auto"] == sum(modes[p["a"]] is not None and modes[p["b"]] is not None for p in pairs)
     assert rep["gates"]["2_auto_macro_f1"] and rep["gates"]["5_coverage"] == (n_none == 0)
+
+
+def test_serve_cli_starts_and_serves_the_page(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from rcea.paths import project_root
+    env = {**os.environ, "RCEA_DATA": str(tmp_path / "data")}
+    proc = subprocess.Popen([sys.executable, "-m", "infer.audit", "serve", "--scale", "tiny", "--port", "0"],
+                            cwd=project_root(), env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("audit page: http://127.0.0.1:"), line
+        base = line.split()[2].split("/?")[0]
+        with urllib.request.urlopen(base + "/", timeout=10) as r:
+            assert b"Partition audit" in r.read()
+        assert call(base + "/api/queue?annotator=A")[1] == {"ids": [], "labels": {}, "done": 0, "total": 0}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

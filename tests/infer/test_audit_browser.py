@@ -35,7 +35,8 @@ class CDP:
         self.sock = socket.create_connection((m[1], int(m[2])), timeout=30)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall(f"GET {m[3]} HTTP/1.1\r\nHost: {m[1]}:{m[2]}\r\nUpgrade: websocket\r\n"
-                          f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+                          f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                          "Sec-WebSocket-Version: 13\r\n\r\n".encode())
         head = b""
         while b"\r\n\r\n" not in head:
             head += self.sock.recv(1)
@@ -96,7 +97,8 @@ class CDP:
 
     def key(self, ch: str):
         code = {"s": ("KeyS", 83), "d": ("KeyD", 68), "k": ("KeyK", 75), "j": ("KeyJ", 74)}[ch]
-        self.call("Input.dispatchKeyEvent", type="keyDown", key=ch, text=ch, code=code[0], windowsVirtualKeyCode=code[1])
+        self.call("Input.dispatchKeyEvent", type="keyDown", key=ch, text=ch, code=code[0],
+                  windowsVirtualKeyCode=code[1])
         self.call("Input.dispatchKeyEvent", type="keyUp", key=ch, code=code[0], windowsVirtualKeyCode=code[1])
 
     def screenshot(self, path: Path) -> Path:
@@ -115,7 +117,8 @@ def build_db(db: Path, n_pairs: int = 5) -> None:
             con.execute("INSERT INTO trajectories VALUES (?,?,?,?,?)", (f"b{i}", f"x|{i}", "q1", t, f"M{i % 2}"))
         pairs = [(0, 1), (0, 2), (1, 3), (2, 3), (0, 3)][:n_pairs]
         for pos, (a, b) in enumerate(pairs):
-            con.execute("INSERT INTO pairs (position, question_id, a, b) VALUES (?,?,?,?)", (pos, "q1", f"b{a}", f"b{b}"))
+            con.execute("INSERT INTO pairs (position, question_id, a, b) VALUES (?,?,?,?)",
+                        (pos, "q1", f"b{a}", f"b{b}"))
 
 
 @pytest.fixture

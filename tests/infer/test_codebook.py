@@ -54,7 +54,8 @@ def test_pipeline_end_to_end(tmp_path, monkeypatch):
         # q1 codebook: Factoring = M1, Quadratic formula = M2 (merge order of the scripted model)
         assert t.loc["tiny|base|0|q1|0", "mode"] == "M1" and t.loc["tiny|base|0|q1|1", "mode"] == "M2"
         # pass disagreement (FLIP) and low confidence (AMBIG) are arbitrated
-        assert t.loc["tiny|base|0|q1|7", ["pass1_mode", "pass2_mode", "mode", "source"]].tolist() == ["M2", "M1", "M2", "arbitration"]
+        cols = ["pass1_mode", "pass2_mode", "mode", "source"]
+        assert t.loc["tiny|base|0|q1|7", cols].tolist() == ["M2", "M1", "M2", "arbitration"]
         assert t.loc["tiny|base|0|q1|6", "reasons"] == "low_confidence" and t.loc["tiny|base|0|q1|6", "mode"] == "M1"
         # the induction chunk's local assignment is kept; a disagreeing one (LOCALX) is arbitrated
         assert t.loc["tiny|base|0|q1|0", "local_mode"] == "M1" and t.loc["tiny|base|0|q1|1", "local_mode"] == "M2"
@@ -131,4 +132,5 @@ def test_rule_based_labeller_fills_mode(tmp_path, monkeypatch):
     out = run_labeller("tiny", FirstWordLabeller())
     s = load_samples("tiny")
     assert len(out) == 36 and s["mode"].notna().sum() == 34
-    assert s.loc[(s.method == "base") & (s.question_id == "q3"), "mode"].tolist() == ["factoring", "quadratic", "factoring", "quadratic"]
+    got = s.loc[(s.method == "base") & (s.question_id == "q3"), "mode"].tolist()
+    assert got == ["factoring", "quadratic", "factoring", "quadratic"]
