@@ -30,11 +30,21 @@ class Dataset:
         return name in self.tables and self.tables[name].num_rows > 0
 
 
-def _locate(root: Path, name: str) -> Path | None:
-    for cand in (root / f"{name}.parquet", root / name):
-        if cand.is_file() or (cand.is_dir() and any(cand.rglob("*.parquet"))):
-            return cand
-    return None
+MANIFEST_SUFFIX = ".manifest.json"  # rcea.store's convention: a part is complete once its manifest exists
+
+
+def _parts(root: Path, name: str) -> tuple[list[Path], int]:
+    """Parquet files of table ``name`` (DIR/name.parquet, or DIR/name/*.parquet without dot-files),
+    keeping only parts with a manifest when any part has one; also the number of parts skipped."""
+    single = root / f"{name}.parquet"
+    if single.is_file():
+        return [single], 0
+    folder = root / name
+    if not folder.is_dir():
+        return [], 0
+    parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith((".", "_")))
+    done = [p for p in parts if p.with_name(p.name + MANIFEST_SUFFIX).exists()]
+    return (done, len(parts) - len(done)) if done else (parts, 0)
 
 
 def load_dataset(root: str | Path, names: tuple[str, ...] = tuple(TABLES)) -> Dataset:
@@ -46,18 +56,22 @@ def load_dataset(root: str | Path, names: tuple[str, ...] = tuple(TABLES)) -> Da
         raise FileNotFoundError(f"input directory {root} does not exist")
     ds = Dataset()
     for name in names:
-        path = _locate(root, name)
-        if path is None:
+        parts, skipped = _parts(root, name)
+        if not parts:
             ds.notes.append(f"table '{name}' not found (looked for {name}.parquet and {name}/*.parquet)")
             continue
+        if skipped:
+            ds.notes.append(f"table '{name}': {skipped} part(s) without a manifest (incomplete) ignored")
         try:
             schema_cols = list(TABLES[name])
-            available = pq.read_schema(path if path.is_file() else next(iter(sorted(path.rglob("*.parquet"))))).names
-            check_columns(name, available)
-            cols = schema_cols + [c for c in ("position",) if c in available and c not in schema_cols]
-            table = pq.read_table(path, columns=cols, read_dictionary=[c for c in STRING_KEYS if c in cols])
+            pieces = []
+            for part in parts:
+                check_columns(name, pq.read_schema(part).names)
+                pieces.append(pq.read_table(part, columns=schema_cols,
+                                            read_dictionary=[c for c in STRING_KEYS if c in schema_cols]))
+            table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces, promote_options="permissive")
         except (ValueError, OSError, pa.ArrowException) as exc:
-            ds.notes.append(f"table '{name}' at {path.name} is unusable: {exc}")
+            ds.notes.append(f"table '{name}' is unusable: {exc}")
             continue
         ds.tables[name] = table
     return ds

@@ -163,3 +163,27 @@ def test_worker_count_does_not_change_results() -> None:
     assert len(a["endpoints"]) == 5
     assert json.dumps(a["endpoints"], default=str) == json.dumps(b["endpoints"], default=str)
     assert any(e.get("mode_retention_n") for e in a["endpoints"])
+
+
+def test_store_layout_parts_with_manifests_and_mixed_types(tmp_path: Path, tiny) -> None:
+    """rcea.store layout: DIR/<table>/<part>.parquet + <part>.parquet.manifest.json; a part without a
+    manifest is incomplete and ignored; parts may differ in string/dictionary types."""
+    src = tmp_path / "in"
+    synth.write_dataset({k: v for k, v in tiny.items() if k != "samples"}, src)
+    (src / "samples").mkdir()
+    s = tiny["samples"]
+    half = s.num_rows // 2
+    a = s.slice(0, half)
+    b = s.slice(half).cast(pa.schema([pa.field(f.name, pa.large_string() if pa.types.is_dictionary(f.type) else f.type)
+                                      for f in s.schema]))
+    pq.write_table(a, src / "samples" / "p0.parquet")
+    pq.write_table(b, src / "samples" / "p1.parquet")
+    for p in ("p0", "p1"):
+        (src / "samples" / f"{p}.parquet.manifest.json").write_text("{}")
+    pq.write_table(a, src / "samples" / "p2.parquet")  # killed writer: no manifest
+    (src / "samples" / ".p3.parquet.x.tmp").write_text("garbage")
+    assert main(["--input", str(src), "--output", str(tmp_path / "out"), *SMALL, "--no-figures"]) == 0
+    out = json.loads((tmp_path / "out" / "summary.json").read_text())
+    ref, _ = _run(tmp_path / "ref", tiny)
+    assert [e["paired_ratio"] for e in out["endpoints"]] == [e["paired_ratio"] for e in ref["endpoints"]]
+    assert any("without a manifest" in n for n in out["notes"])
