@@ -136,6 +136,11 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings, timings: dict[str,
     return res
 
 
+def table1_columns(present: set[str], settings: AggregateSettings) -> list[str]:
+    """Table 1 benchmark columns: the paper's five in order when present, then any others (sorted)."""
+    return [b for b in settings.benchmark_order if b in present] + sorted(present - set(settings.benchmark_order))
+
+
 def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict], failures: dict, settings: AggregateSettings) -> list[dict]:
     """One row per (scale, method) incl. base: the checkpoint each table uses, with its numbers."""
     ep = {(e["scale"], e["method"], e["step"]): e for e in entries}
@@ -165,8 +170,8 @@ def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict]
             return max(steps)
 
         probe_steps = [k[2] for k in ep if k[:2] == (scale, method)]
-        required = set(settings.benchmark_order) & bench_by_scale.get(scale, set()) or bench_by_scale.get(scale, set())
-        full = [k[2] for k, b in gr.items() if k[:2] == (scale, method) and set(b) >= required]
+        cols = table1_columns(bench_by_scale.get(scale, set()), settings)
+        full = [k[2] for k, b in gr.items() if k[:2] == (scale, method) and set(b) >= set(cols)]
         q99_steps = [k[2] for k, e in ep.items() if k[:2] == (scale, method) and "q99_tokens" in e]
         row: dict[str, Any] = {"scale": scale, "method": method, "failed": failed, "onset_step": onset,
                                "probe_step": pick(probe_steps), "table1_step": pick(full),
@@ -183,8 +188,8 @@ def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict]
         if row["table1_step"] is not None:
             b = gr[(scale, method, row["table1_step"])]
             row["accuracy"] = {k: 100.0 * v["accuracy"] for k, v in b.items()}
-            five = [row["accuracy"].get(k) for k in settings.benchmark_order]
-            row["macro_average"] = evals.macro_average(np.array(five, float)) if None not in five else float("nan")
+            row["macro_average"] = evals.macro_average(np.array([row["accuracy"][k] for k in cols], float))
+            row["macro_average_over"] = cols
             p = pk.get((scale, method, row["table1_step"]))
             if p is not None:
                 row[f"pass_at_{settings.pass_k}"] = 100.0 * p[f"pass_at_{settings.pass_k}"]

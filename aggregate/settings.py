@@ -79,14 +79,17 @@ CONFIG_ALIASES = {"q99": "q99_quantile"}
 
 
 def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettings:
-    """Project settings: ``rcea.config.load_config(scale)``'s ``aggregate.*`` keys over the defaults
-    here (only when ``scale`` is given), then ``overrides`` (CLI; None values ignored)."""
+    """Project settings: ``rcea.config.load_config(scale)``'s ``aggregate.*`` keys (and ``passk.n`` as
+    the reported k) over the defaults here (only when ``scale`` is given), then ``overrides`` (CLI;
+    None values ignored)."""
     base = AggregateSettings()
     if scale is not None:
         from rcea.config import load_config
 
         cfg = load_config(scale)
         known: dict[str, Any] = {}
+        if "passk.n" in cfg:  # the paper reports pass@n with k = n = 64; small scales sample fewer
+            known["pass_k"] = int(cfg["passk.n"])
         for f in dataclasses.fields(base):
             names = [f.name] + [k for k, v in CONFIG_ALIASES.items() if v == f.name]
             for name in names:

@@ -82,14 +82,20 @@ def _flag(run: dict) -> str:
 
 
 def table1(res: dict, st: AggregateSettings) -> Table:
+    from aggregate.pipeline import table1_columns
+
     k = st.pass_k
-    t = Table("Table 1", f"Greedy accuracy (%), MATH 500 pass@{k} and rarefied correct-solution-mode retention (%). "
-              "Average = unweighted mean of the five unrounded accuracies.",
-              ["Method", *[BENCH_NAMES.get(b, b) for b in st.benchmark_order], "Average", f"Pass@{k}", "Mode Retention"])
+    cols = table1_columns({b for r in _runs(res) for b in r.get("accuracy", {})}, st) or list(st.benchmark_order)
+    t = Table("Table 1", f"Greedy accuracy (%), pass@{k} and rarefied correct-solution-mode retention (%). "
+              "Average = unweighted mean of the unrounded benchmark accuracies.",
+              ["Method", *[BENCH_NAMES.get(b, b) for b in cols], "Average", f"Pass@{k}", "Mode Retention"])
+    if set(cols) != set(st.benchmark_order):
+        t.notes.append(f"Benchmarks present: {', '.join(cols)} (the paper's five: {', '.join(st.benchmark_order)}); "
+                       "Average is over the benchmarks present.")
     for r in _runs(res):
         name = f"Base {scale_name(r['scale'])}" if r["method"] == st.base_method else f"+ {method_name(r['method'])} ({scale_name(r['scale'])})"
         acc = r.get("accuracy", {})
-        t.rows.append([name + _flag(r), *[fmt(acc.get(b)) for b in st.benchmark_order], fmt(r.get("macro_average"), 2),
+        t.rows.append([name + _flag(r), *[fmt(acc.get(b)) for b in cols], fmt(r.get("macro_average"), 2),
                        fmt(r.get(f"pass_at_{k}")), fmt(r.get("mode_retention"))])
         if r.get("failed"):
             t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])}: detector fired (onset step {r['onset_step']}); "
