@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from aggregate import figures, io, pipeline, report, tables
+    from aggregate import io
     from aggregate.settings import load_settings
 
     st = load_settings(args.scale, min_k_r=args.min_k_r, bootstrap_resamples=args.bootstrap_resamples,

@@ -100,7 +100,7 @@ def binomial_upper_tail(wins: int, n: int) -> float:
     return float(Fraction(sum(math.comb(n, k) for k in range(wins, n + 1)), 2**n))
 
 
-def _nanmean(x: np.ndarray) -> float:
+def nanmean(x: np.ndarray) -> float:
     x = np.asarray(x, dtype=np.float64)
     x = x[~np.isnan(x)]
     return float(x.mean()) if x.size else float("nan")
@@ -117,7 +117,7 @@ def reward_ratios(h_pos: np.ndarray, h_neg: np.ndarray) -> dict[str, float | int
     n = h_pos.size
     c1, c0 = ~np.isnan(h_pos), ~np.isnan(h_neg)
     both = c1 & c0
-    mean_pos, mean_neg = _nanmean(h_pos), _nanmean(h_neg)
+    mean_pos, mean_neg = nanmean(h_pos), nanmean(h_neg)
     pp, pn = h_pos[both], h_neg[both]
     with np.errstate(divide="ignore", invalid="ignore"):
         broad = mean_neg / mean_pos if c1.any() and c0.any() else float("nan")

@@ -75,8 +75,8 @@ def _endpoint_stats(idx: ProbeIndex, q: entropy.QuestionStats, e: int) -> dict:
         accuracy=float(q.p_hat[sl].mean()), samples_per_question=float(q.K[sl].mean()),
         seq_entropy_mean=float(q.H_seq[sl].mean()), token_entropy_mean=float(q.H_tok[sl].mean()),
         chain_rule_entropy_mean=float(np.nanmean(q.chain_rule[sl])) if np.isfinite(q.chain_rule[sl]).any() else float("nan"),
-        seq_entropy_success_mean=entropy._nanmean(q.H_seq_pos[sl]),
-        seq_entropy_failure_mean=entropy._nanmean(q.H_seq_neg[sl]),
+        seq_entropy_success_mean=entropy.nanmean(q.H_seq_pos[sl]),
+        seq_entropy_failure_mean=entropy.nanmean(q.H_seq_neg[sl]),
         max_decomposition_residual=float(res.max()), mean_decomposition_residual=float(res.mean()),
     )
     return out
