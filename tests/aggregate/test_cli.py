@@ -38,6 +38,7 @@ def test_tiny_outputs_complete(tmp_path: Path, tiny) -> None:
         md = (out / "tables" / f"{key}.md").read_text()
         tex = (out / "tables" / f"{key}.tex").read_text()
         assert md.strip() and "\\begin{table}" in tex
+        assert tex.isascii(), f"{key}.tex has non-ASCII characters (pdflatex)"
         assert key[5:].upper() in (out / "report.md").read_text().upper()
     for fig in ("fig_traces", "fig_reward_ratios", "fig_covariance_fit"):
         assert (out / "figures" / f"{fig}.png").stat().st_size > 1000 and (out / "figures" / f"{fig}.pdf").exists()
