@@ -29,7 +29,8 @@ def judge_calibration(valid: Sequence[bool], verdict: Sequence[bool | None]) -> 
     return {"coverage": float(cov.mean()) if cov.size else float("nan"), "n": n, "tp": tp, "fn": fn, "fp": fp, "tn": tn,
             "accuracy": (tp + tn) / n if n else float("nan"),
             "macro_f1": 0.5 * (_f1(tp, fp, fn) + _f1(tn, fn, fp)),
-            "precision": tp / (tp + fp) if tp + fp else float("nan"), "recall": tp / (tp + fn) if tp + fn else float("nan")}
+            "precision": tp / (tp + fp) if tp + fp else float("nan"),
+            "recall": tp / (tp + fn) if tp + fn else float("nan")}
 
 
 def _pairs(labels: Sequence) -> list[bool | None]:
@@ -63,9 +64,11 @@ def partition_audit(questions: Sequence[dict], hh_min: float = 0.85, auto_min: f
     cov = n_auto / n_traj if n_traj else float("nan")
     gap = hh["macro_f1"] - am["macro_f1"]
     gates = {"human_human": hh["macro_f1"] >= hh_min, "automatic": am["macro_f1"] >= auto_min, "gap": gap <= gap_max,
-             "different_precision": am["different_precision"] >= pr_min, "different_recall": am["different_recall"] >= pr_min,
+             "different_precision": am["different_precision"] >= pr_min,
+             "different_recall": am["different_recall"] >= pr_min,
              "coverage": cov >= coverage_min}
-    return {"human_human": hh, "automatic": am, "gap": gap, "coverage": cov, "gates": gates, "passed": all(gates.values())}
+    return {"human_human": hh, "automatic": am, "gap": gap, "coverage": cov, "gates": gates,
+            "passed": all(gates.values())}
 
 
 def majorizes(q_new: Sequence[float], q_old: Sequence[float]) -> bool:

@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=32)
     p.add_argument("--tokens", type=int, default=600, help="mean tokens per sample")
     p.add_argument("--naive-resamples", type=int, default=200, help="resamples of the timed naive loop (extrapolated)")
-    p.add_argument("--parquet", action="store_true", help="also write the dataset as Parquet and time the CLI read path")
+    p.add_argument("--parquet", action="store_true",
+                   help="also write the dataset as Parquet and time the CLI read path")
     args = p.parse_args(argv)
 
     import numpy as np

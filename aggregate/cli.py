@@ -19,7 +19,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="dataset folder with samples/tokens/covariance/greedy/passk tables")
     p.add_argument("--output", required=True, help="output folder (created)")
     p.add_argument("--scale", default=None, help="read [aggregate] settings from the project config of this scale")
-    p.add_argument("--min-k-r", type=int, default=None, help="report a conditional quantity only if K_r >= this (default 8)")
+    p.add_argument("--min-k-r", type=int, default=None,
+                   help="report a conditional quantity only if K_r >= this (default 8)")
     p.add_argument("--bootstrap-resamples", type=int, default=None, help="bootstrap resamples (default 10000)")
     p.add_argument("--bootstrap-seed", type=int, default=None, help="bootstrap seed (default 2027)")
     p.add_argument("--rarefaction-seed", type=int, default=None, help="rarefaction seed (default 2030)")

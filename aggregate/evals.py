@@ -88,7 +88,8 @@ def progress(steps: np.ndarray, steps_per_epoch: float) -> np.ndarray:
     return np.asarray(steps, dtype=np.float64) / float(steps_per_epoch)
 
 
-def interpolate_on_progress(steps: np.ndarray, values: np.ndarray, steps_per_epoch: float, grid: np.ndarray) -> np.ndarray:
+def interpolate_on_progress(steps: np.ndarray, values: np.ndarray, steps_per_epoch: float,
+                            grid: np.ndarray) -> np.ndarray:
     """np.interp of a logged trace onto normalised-progress points (section 11)."""
     return np.interp(grid, progress(steps, steps_per_epoch), np.asarray(values, dtype=np.float64))
 

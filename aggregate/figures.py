@@ -71,13 +71,15 @@ def fig_traces(res: dict, st: AggregateSettings, out: Path) -> list[str]:
         steps_all = [e["step"] for e in eps if e["scale"] == sc] + [g["step"] for g in greedy if g["scale"] == sc]
         spe = steps_per_epoch(sc, st, max(steps_all) if steps_all else 1)
         base = [e for e in eps if e["scale"] == sc and e["method"] == st.base_method]
-        methods = sorted({e["method"] for e in eps if e["scale"] == sc and e["method"] != st.base_method}, key=method_rank)
+        methods = sorted({e["method"] for e in eps if e["scale"] == sc and e["method"] != st.base_method},
+                         key=method_rank)
         ax = axes[0, j]
         for m in methods:
             pts = sorted(([(0, base[0]["token_entropy_mean"])] if base else [])
                          + [(e["step"], e["token_entropy_mean"]) for e in eps if e["scale"] == sc and e["method"] == m])
             ax.plot([p[0] / spe for p in pts], [p[1] for p in pts], marker="o", label=method_name(m), color=_color(m))
-        ax.set(title=f"{scale_name(sc)}: probe token entropy", xlabel="normalised progress", ylabel="mean token entropy (nats)")
+        ax.set(title=f"{scale_name(sc)}: probe token entropy", xlabel="normalised progress",
+               ylabel="mean token entropy (nats)")
         ax = axes[1, j]
         for m in sorted({g["method"] for g in greedy if g["scale"] == sc}, key=method_rank):
             tr = sorted((g["step"], g["accuracy"]) for g in greedy if g["scale"] == sc and g["method"] == m)

@@ -41,7 +41,8 @@ def _row_d1(draws: np.ndarray, n_labels: int) -> np.ndarray:
     return np.exp(h)
 
 
-def rarefied_d1(labels: np.ndarray, m: int, rng: np.random.Generator, n_draws: int = 100) -> tuple[float, np.ndarray | None]:
+def rarefied_d1(labels: np.ndarray, m: int, rng: np.random.Generator,
+                n_draws: int = 100) -> tuple[float, np.ndarray | None]:
     """Mean D_1 over ``n_draws`` size-m subsamples without replacement (one ``rng.choice(n, m,
     replace=False)`` call per draw, Oracle 4's stream). If n == m the sample itself is used and
     no draws are made. Returns (value, drawn indices (R, m) or None) - the frozen draws."""

@@ -35,7 +35,8 @@ def steps_per_epoch(scale: str, settings: AggregateSettings, max_step: int) -> f
     return float(max(max_step, 1))
 
 
-def run_aggregation(ds: Dataset, settings: AggregateSettings, timings: dict[str, float] | None = None) -> dict[str, Any]:
+def run_aggregation(ds: Dataset, settings: AggregateSettings,
+                    timings: dict[str, float] | None = None) -> dict[str, Any]:
     """All analyses; returns the results dict consumed by tables, figures, report and summary.json."""
     t = timings if timings is not None else {}
     notes = list(ds.notes)
@@ -113,7 +114,8 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings, timings: dict[str,
         for sc in sorted({x["scale"] for x in used}):
             sub = [x for x in used if x["scale"] == sc]
             fit[sc] = covariance.fit_summary([x["predicted"] for x in sub], [x["observed"] for x in sub])
-        fit["excluded_runs"] = sorted(f"{s}/{m}" for s, m in failed if any(x["method"] == m and x["scale"] == s for x in trans))
+        fit["excluded_runs"] = sorted(f"{s}/{m}" for s,
+                                      m in failed if any(x["method"] == m and x["scale"] == s for x in trans))
         res["covariance_fit"] = fit
         res["transitions"] = [dict(tr, excluded=(tr["scale"], tr["method"]) in failed) for tr in trans]
     else:
@@ -141,7 +143,8 @@ def table1_columns(present: set[str], settings: AggregateSettings) -> list[str]:
     return [b for b in settings.benchmark_order if b in present] + sorted(present - set(settings.benchmark_order))
 
 
-def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict], failures: dict, settings: AggregateSettings) -> list[dict]:
+def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict], failures: dict,
+                      settings: AggregateSettings) -> list[dict]:
     """One row per (scale, method) incl. base: the checkpoint each table uses, with its numbers."""
     ep = {(e["scale"], e["method"], e["step"]): e for e in entries}
     gr: dict[tuple[str, str, int], dict[str, dict]] = {}

@@ -94,7 +94,8 @@ def summary(res: dict) -> dict[str, Any]:
     return jsonable({"endpoints": eps, "runs": res.get("runs", []), "covariance_fit": res.get("covariance_fit"),
                      "correlations": res.get("correlations", {}), "failure_detector": res.get("failure_detector", {}),
                      "notes": res.get("notes", []), "unavailable": res.get("unavailable", {}),
-                     "settings": res.get("settings"), "provenance": res.get("provenance"), "timings_s": res.get("timings_s")})
+                     "settings": res.get("settings"), "provenance": res.get("provenance"),
+                     "timings_s": res.get("timings_s")})
 
 
 def _f(x: Any, d: int = 3) -> str:
@@ -107,7 +108,8 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
          f"Input: `{inputs}`. Settings: min K_r = {st.min_k_r}, bootstrap {st.bootstrap_resamples} resamples "
          f"(seed {st.bootstrap_seed}, keyed per endpoint), rarefaction seed {st.rarefaction_seed} "
          f"(R = {st.rarefaction_draws}, m_min = {st.min_mode_m}), q{100 * st.q99_quantile:g} with `{st.quantile_method}` quantiles, "
-         f"pass@{st.pass_k}. Estimator definitions: diagnostics.md sections 1-12, ambiguities A1-A16 as recommended.", "",
+         f"pass@{st.pass_k}. Estimator definitions: diagnostics.md sections 1-12, ambiguities A1-A16 as recommended.",
+         "",
          "## Outputs and the paper artifacts they reproduce", "",
          "| Output | Reproduces | Reads | Files | Status |", "|---|---|---|---|---|"]
     for key, t in tables.items():
@@ -121,7 +123,8 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     L += ["", "## Numbers per reporting point (Table A3 rule)", "",
           "Each value below is also in `summary.json` (`runs`, and per checkpoint under `endpoints`).", "",
           "| Run | probe step | Broad (A4, Fig. 4) | Paired [CI] (A4, Fig. 5) | n_c | Cov. S/F % (A4) | Failure higher / p (A5) | "
-          "Retention [CI] (T1, A6) | q99 S/F % (T2) | pass@k (T1) | Avg (T1) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "Retention [CI] (T1, A6) | q99 S/F % (T2) | pass@k (T1) | Avg (T1) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res.get("runs", []):
         ci = r.get("paired_ci") or [None, None]
         rci = r.get("mode_retention_ci") or [None, None]
@@ -176,7 +179,8 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
 def terminal_summary(res: dict, st: AggregateSettings) -> str:
     """First reward-conditioned entropy table: per endpoint H+ / H- means, broad, paired [CI], coverage."""
     head = f"{'endpoint':<28}{'H_tok+':>8}{'H_tok-':>8}{'broad':>8}{'paired':>8}  {'95% CI':<18}{'n_c':>5}{'cov S/F %':>13}"
-    lines = [f"Reward-conditioned token entropy (K_r >= {st.min_k_r}; bootstrap {st.bootstrap_resamples})", head, "-" * len(head)]
+    lines = [f"Reward-conditioned token entropy (K_r >= {st.min_k_r}; bootstrap {st.bootstrap_resamples})", head,
+             "-" * len(head)]
     for e in res.get("endpoints", []):
         ci = e.get("paired_ci") or [float("nan")] * 2
         cis = f"[{_f(ci[0])}, {_f(ci[1])}]" if all(isinstance(c, float) and math.isfinite(c) for c in ci) else "–"

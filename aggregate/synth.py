@@ -30,7 +30,8 @@ class SynthSpec:
     mean_tokens: int = 600
     tokens: bool = True  # token rows at each run's final checkpoint
     modes: bool = True
-    greedy_questions: dict[str, int] = field(default_factory=lambda: {"aime24": 30, "aime25": 30, "math500": 500, "amc23": 40, "minerva": 40})
+    greedy_questions: dict[str, int] = field(default_factory=lambda: {"aime24": 30, "aime25": 30, "math500": 500,
+                                                                      "amc23": 40, "minerva": 40})
     passk_n: int = 64
     failing_run: tuple[str, str] | None = ("7b", "clip_cov")
     seed: int = 0
@@ -66,7 +67,8 @@ def generate(spec: SynthSpec) -> dict[str, pa.Table]:
                 endpoints.append((sc, m, int(round(pr * spe)), pr, pr == max(spec.progress)))
     scales = list(spec.scales)
     methods = ["base", *spec.methods]
-    s_cols: dict[str, list] = {c: [] for c in ("scale", "method", "step", "q", "sample", "reward", "n_tokens", "lp", "hbar", "pv", "mode")}
+    s_cols: dict[str, list] = {c: [] for c in ("scale", "method", "step", "q", "sample", "reward", "n_tokens", "lp",
+                                               "hbar", "pv", "mode")}
     t_parts: list[dict[str, np.ndarray]] = []
     for ei, (sc, m, step, pr, final) in enumerate(endpoints):
         shift = 0.1 * pr * (1 + 0.2 * methods.index(m) / len(methods))
@@ -86,11 +88,13 @@ def generate(spec: SynthSpec) -> dict[str, pa.Table]:
             hbar = (np.bincount(traj, weights=ent, minlength=Q * K) / n_tok.ravel()).reshape(Q, K)
             lp = np.bincount(traj, weights=logp, minlength=Q * K).reshape(Q, K)
             starts = np.concatenate([[0], np.cumsum(n_tok.ravel())[:-1]])
-            t_parts.append({"scale": np.full(total, scales.index(sc), np.int8), "method": np.full(total, methods.index(m), np.int8),
+            t_parts.append({"scale": np.full(total, scales.index(sc), np.int8),
+                            "method": np.full(total, methods.index(m), np.int8),
                             "step": np.full(total, step, np.int32), "q": (traj // K).astype(np.int16),
                             "sample": (traj % K).astype(np.int16),
                             "position": (np.arange(total) - np.repeat(starts, n_tok.ravel())).astype(np.int32),
-                            "token_id": rng.integers(0, 151_000, total, dtype=np.int32), "logprob": logp, "entropy": ent})
+                            "token_id": rng.integers(0, 151_000, total, dtype=np.int32), "logprob": logp,
+                            "entropy": ent})
         concentrate = 1 + 2 * pr
         mode = np.full((Q, K), None, dtype=object)
         if spec.modes:
@@ -162,7 +166,8 @@ def _bench_tables(spec: SynthSpec, rng: np.random.Generator, endpoints, scales, 
                        "benchmark": g["benchmark"], "question_id": g["q"], "correct": np.concatenate(g["correct"]),
                        "boxed": np.concatenate(g["boxed"]), "n_tokens": np.concatenate(g["n_tokens"]).astype(np.int64)})
     passk = pa.table({"scale": pk["scale"], "method": pk["method"], "step": pa.array(pk["step"], pa.int64()),
-                      "question_id": pk["q"], "n": np.concatenate(pk["n"]).astype(np.int64), "c": np.concatenate(pk["c"]).astype(np.int64)})
+                      "question_id": pk["q"], "n": np.concatenate(pk["n"]).astype(np.int64),
+                      "c": np.concatenate(pk["c"]).astype(np.int64)})
     cov = pa.table({"scale": cv["scale"], "method": cv["method"], "step_from": pa.array(cv["step_from"], pa.int64()),
                     "step_to": pa.array(cv["step_to"], pa.int64()), "predicted_delta": np.concatenate(cv["pred"]),
                     "observed_delta": np.concatenate(cv["obs"])})

@@ -24,7 +24,8 @@ def test_oracle9_unique_confusion_matrix() -> None:
     valid, verdict = _calibration_items()
     verdict[0] = verdict[-1] = None
     m2 = audit.judge_calibration(valid, verdict)
-    assert m2["coverage"] == pytest.approx(0.982905983, abs=1e-9) and m2["accuracy"] == pytest.approx(0.956521739, abs=1e-9)
+    assert m2["coverage"] == pytest.approx(0.982905983, abs=1e-9) and m2["accuracy"] == pytest.approx(0.956521739,
+                                                                                                      abs=1e-9)
 
 
 def test_oracle10_partition_audit() -> None:

@@ -17,7 +17,8 @@ from aggregate.report import SUMMARY_KEYS
 SMALL = ["--min-k-r", "2", "--min-mode-m", "2", "--bootstrap-resamples", "300", "--pass-k", "4", "--quiet"]
 
 
-def _run(tmp: Path, tables: dict[str, pa.Table], extra: list[str] = SMALL, parts: int = 1, figs: bool = False) -> tuple[dict, Path]:
+def _run(tmp: Path, tables: dict[str, pa.Table], extra: list[str] = SMALL, parts: int = 1,
+         figs: bool = False) -> tuple[dict, Path]:
     src, out = tmp / "in", tmp / "out"
     synth.write_dataset(tables, src, parts=parts)
     assert main(["--input", str(src), "--output", str(out), *extra, *([] if figs else ["--no-figures"])]) == 0
@@ -79,7 +80,8 @@ def test_missing_tokens_and_null_modes(tmp_path: Path, tiny) -> None:
     tabs = dict(tiny)
     del tabs["tokens"]
     samples = tabs["samples"]
-    tabs["samples"] = samples.set_column(samples.column_names.index("mode"), "mode", pa.nulls(samples.num_rows, pa.string()))
+    tabs["samples"] = samples.set_column(samples.column_names.index("mode"), "mode", pa.nulls(samples.num_rows,
+                                                                                              pa.string()))
     s, out = _run(tmp_path, tabs)
     assert all(e["q99_share_success"] is None and e["mode_retention"] is None for e in s["endpoints"])
     assert "tokens" in s["unavailable"]["q99"] and "mode" in s["unavailable"]["mode_retention"]
@@ -148,8 +150,10 @@ def test_q99_matches_direct_computation(tmp_path: Path, tiny) -> None:
     for (sc, me, st), d in m.groupby(["scale", "method", "step"]):
         cov = (d.A - d.A.mean()) * (d.logprob.astype(float) - d.logprob.astype(float).mean())
         e = got[(sc, me, st)]
-        assert e["q99_share_failure"] == pytest.approx(covariance.q99_share(cov[d.reward == 0].to_numpy())["share"], rel=1e-9)
-        assert e["q99_share_success"] == pytest.approx(covariance.q99_share(cov[d.reward == 1].to_numpy())["share"], rel=1e-9)
+        assert e["q99_share_failure"] == pytest.approx(covariance.q99_share(cov[d.reward == 0].to_numpy())["share"],
+                                                       rel=1e-9)
+        assert e["q99_share_success"] == pytest.approx(covariance.q99_share(cov[d.reward == 1].to_numpy())["share"],
+                                                       rel=1e-9)
 
 
 def test_worker_count_does_not_change_results() -> None:

@@ -283,8 +283,10 @@ def test_pass_at_k_monotone_in_k_and_nan_when_k_exceeds_n() -> None:
 
 def test_oracle11_smoothing_and_progress() -> None:
     y = [.9, .7, .8, .4, .5, .3, .35]
-    assert evals.centered_moving_average(y, 5) == pytest.approx([0.8, 0.7, 0.66, 0.54, 0.47, 0.3875, 0.383333], abs=1e-6)
-    assert evals.debiased_ema(y, 0.6) == pytest.approx([0.9, 0.775, 0.787755, 0.609559, 0.562040, 0.452095, 0.410081], abs=1e-6)
+    assert evals.centered_moving_average(y, 5) == pytest.approx([0.8, 0.7, 0.66, 0.54, 0.47, 0.3875, 0.383333],
+                                                                abs=1e-6)
+    assert evals.debiased_ema(y, 0.6) == pytest.approx([0.9, 0.775, 0.787755, 0.609559, 0.562040, 0.452095, 0.410081],
+                                                       abs=1e-6)
     got = evals.interpolate_on_progress([0, 100, 350, 500], [1, .8, .5, .45], 4000, np.array([0.05, 0.10]))
     assert got == pytest.approx([0.68, 0.483333], abs=1e-6)
 

@@ -14,7 +14,8 @@ ST = AggregateSettings(bootstrap_resamples=100)
 
 def _greedy(rows: list[tuple[str, str, int, str, int, int]]) -> pa.Table:
     """rows of (scale, method, step, benchmark, correct, n) -> one row per question."""
-    cols: dict[str, list] = {k: [] for k in ("scale", "method", "step", "benchmark", "question_id", "correct", "boxed", "n_tokens")}
+    cols: dict[str, list] = {k: [] for k in ("scale", "method", "step", "benchmark", "question_id", "correct", "boxed",
+                                             "n_tokens")}
     for scale, method, step, bench, c, n in rows:
         for i in range(n):
             for k, v in (("scale", scale), ("method", method), ("step", step), ("benchmark", bench),
@@ -24,7 +25,8 @@ def _greedy(rows: list[tuple[str, str, int, str, int, int]]) -> pa.Table:
 
 
 def test_table1_macro_average_from_unrounded_counts() -> None:
-    g = _greedy([("3b", "base", 0, "AIME24", 4, 30), ("3b", "base", 0, "AIME25", 1, 30), ("3b", "base", 0, "MATH500", 243, 500),
+    g = _greedy([("3b", "base", 0, "AIME24", 4, 30), ("3b", "base", 0, "AIME25", 1, 30), ("3b", "base", 0, "MATH500",
+                                                                                          243, 500),
                  ("3b", "base", 0, "AMC23", 14, 40), ("3b", "base", 0, "minerva_math", 6, 40)])
     res = pipeline.run_aggregation(io.from_tables({"greedy": g}), ST)
     (run,) = res["runs"]
@@ -52,7 +54,8 @@ def test_failure_detector_and_table_a9_from_dense_trace() -> None:
 def test_covariance_fit_through_pipeline_matches_oracle5() -> None:
     P = [-.020, -.012, -.030, .004, -.008, -.015]
     O = [-.018, -.014, -.027, -.001, -.009, -.016]
-    rows: dict[str, list] = {k: [] for k in ("scale", "method", "step_from", "step_to", "predicted_delta", "observed_delta")}
+    rows: dict[str, list] = {k: [] for k in ("scale", "method", "step_from", "step_to", "predicted_delta",
+                                             "observed_delta")}
     for i, (p, o) in enumerate(zip(P, O)):
         for j in range(3):  # three positions per transition; token-pooled means equal P and O
             d = (j - 1) * 0.001
@@ -61,20 +64,23 @@ def test_covariance_fit_through_pipeline_matches_oracle5() -> None:
                 rows[k].append(v)
     # a failed run's transitions are excluded
     g = _greedy([("3b", "kl_cov", 0, "math500", 200, 500), ("3b", "kl_cov", 50, "math500", 10, 500)])
-    for k, v in (("scale", "3b"), ("method", "kl_cov"), ("step_from", 0), ("step_to", 50), ("predicted_delta", 1.0), ("observed_delta", -1.0)):
+    for k, v in (("scale", "3b"), ("method", "kl_cov"), ("step_from", 0), ("step_to", 50), ("predicted_delta", 1.0),
+                 ("observed_delta", -1.0)):
         rows[k].append(v)
     res = pipeline.run_aggregation(io.from_tables({"covariance": pa.table(rows), "greedy": g}), ST)
     f = res["covariance_fit"]["all_nonfailed"]
     assert f["n"] == 6 and res["covariance_fit"]["excluded_runs"] == ["3b/kl_cov"]
     assert f["pearson"] == pytest.approx(0.995116534, abs=1e-9) and f["slope"] == pytest.approx(0.760488177, abs=1e-9)
-    assert f["r2_identity"] == pytest.approx(0.885067479, abs=1e-9) and f["median_rel_error"] == pytest.approx(0.111111111, abs=1e-9)
+    assert f["r2_identity"] == pytest.approx(0.885067479,
+                                             abs=1e-9) and f["median_rel_error"] == pytest.approx(0.111111111, abs=1e-9)
     assert "| All nonfailed | 6 | 83.3% | 1.000 | 0.995 | 0.760 |" in tables.tableA7(res, ST).markdown()
 
 
 def test_oracle1_through_the_samples_table() -> None:
     """Oracle 1's toy as a samples table (k_min 2): the pipeline's per-endpoint means equal the oracle."""
     toks = [[0.5, 0.1, 0.3], [0.2, 0.4], [0.6, 0, 0.3, 0.3], [1.2, 0.8, 1.0], [0.9, 1.1]]
-    s = pa.table({"scale": ["x"] * 5, "method": ["base"] * 5, "step": [0] * 5, "question_id": ["q"] * 5, "benchmark": ["b"] * 5,
+    s = pa.table({"scale": ["x"] * 5, "method": ["base"] * 5, "step": [0] * 5, "question_id": ["q"] * 5,
+                  "benchmark": ["b"] * 5,
                   "sample": list(range(5)), "reward": [1, 1, 1, 0, 0], "n_tokens": [len(t) for t in toks],
                   "logprob_sum": [-10.0, -12, -14, -30, -26], "token_entropy_mean": [float(np.mean(t)) for t in toks],
                   "truncated": [False] * 5, "process_valid": pa.nulls(5, pa.bool_()), "mode": pa.nulls(5, pa.string())})
