@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
             t_parquet = time.perf_counter() - t0
     timings = res["timings_s"]
     print(f"full aggregation (all analyses, 8 tables x 2 formats, 4 figures x 2 formats): {t_full:.1f} s wall, "
-          f"{c_full:.1f} CPU-s over {n_workers(st.workers)} worker(s)  [target <= 60 s: {'PASS' if t_full <= 60 else 'FAIL'}]")
-    print(f"  machine load average at start {load0:.1f} on {os.cpu_count()} CPUs (wall time is inflated when it exceeds the CPU count)")
+          f"{c_full:.1f} CPU-s over {n_workers(st.workers)} worker(s)  [target <= 60 s: "
+          f"{'PASS' if t_full <= 60 else 'FAIL'}]")
+    print(f"  machine load average at start {load0:.1f} on {os.cpu_count()} CPUs (wall time is inflated when it "
+          f"exceeds the CPU count)")
     print("  stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items() if k != "total"))
     if args.parquet:
         print(f"  same through Parquet on disk (load + aggregate): {t_parquet:.1f} s")
@@ -98,8 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     per = (time.process_time() - t0) / args.naive_resamples
     mean_nc = np.mean([len(x[0]) for x in lists])
     t_naive = per * B * len(lists) * mean_nc / len(s)  # loop cost ~ linear in n_c
-    print(f"paired bootstrap, {len(lists)} endpoints x {B:,} resamples (mean n_c {mean_nc:.0f}): vectorised {t_vec:.1f} CPU-s "
-          f"(one process); naive per-resample loop {t_naive:,.0f} CPU-s, extrapolated from {args.naive_resamples} resamples "
+    print(f"paired bootstrap, {len(lists)} endpoints x {B:,} resamples (mean n_c {mean_nc:.0f}): vectorised "
+          f"{t_vec:.1f} CPU-s "
+          f"(one process); naive per-resample loop {t_naive:,.0f} CPU-s, extrapolated from {args.naive_resamples} "
+          f"resamples "
           f"of the largest endpoint (n_c = {len(s)}) scaled by n_c")
     print(f"  speed-up {t_naive / t_vec:.0f}x  [target >= 10x: {'PASS' if t_naive / t_vec >= 10 else 'FAIL'}]")
     naive_full = t_full - timings.get("probe_entropy_bootstrap", 0.0) + t_naive

@@ -81,5 +81,6 @@ def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = Tru
     report.write_text(out / "summary.json", json.dumps(report.summary(res), indent=1))
     if echo:
         print(report.terminal_summary(res, st))
-        print(f"wrote {out}/summary.json, report.md, tables/ ({len(tabs)}), figures/ ({sum(map(len, figs.values()))} files)")
+        print(f"wrote {out}/summary.json, report.md, tables/ ({len(tabs)}), figures/ ({sum(map(len, figs.values()))} "
+              f"files)")
     return res

@@ -40,6 +40,24 @@ PROVENANCE = {
 }
 
 
+DEVIATIONS = (
+    "Paired bootstrap: vectorised (each question's inner resamples drawn in one call), so its random stream "
+    "differs from the spec's per-resample draw order; the naive loop in `aggregate.bootstrap` reproduces "
+    "Oracle 3 exactly and the two agree in distribution (tests). Generators are keyed per checkpoint: "
+    "`default_rng([seed, crc32('scale/method/step')])`.",
+    "Rarefaction draws: `default_rng([2030, question_key, checkpoint_key])` with question_key = int(question_id) "
+    "when numeric else its crc32 and checkpoint_key = crc32('scale/method/step'); 100 "
+    "`rng.choice(n, m, replace=False)` calls (Oracle 4's stream).",
+    "Bootstrap CIs and retention are computed for every checkpoint in `samples`, not only the reporting points.",
+    "A run that fires the failure detector reports Table 1 at its last full-benchmark step before the onset, "
+    "ratios and retention at its last probe step before the onset, q99 at its final step (flagged), and is "
+    "excluded from the covariance fit and correlations (A14 generalised from the paper's steps 2,000 / 8,000).",
+    "`process_valid` all null: the mode population is every labelled verifier success (noted when it happens).",
+    "Sign-test and rank statistics are computed without scipy.stats (exact integer binomial tail; average "
+    "ranks); tests cross-check them against scipy.",
+)
+
+
 def write_text(path: Path, text: str) -> None:
     """Atomic text write."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +125,8 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     L = ["# RCEA aggregation report", "",
          f"Input: `{inputs}`. Settings: min K_r = {st.min_k_r}, bootstrap {st.bootstrap_resamples} resamples "
          f"(seed {st.bootstrap_seed}, keyed per endpoint), rarefaction seed {st.rarefaction_seed} "
-         f"(R = {st.rarefaction_draws}, m_min = {st.min_mode_m}), q{100 * st.q99_quantile:g} with `{st.quantile_method}` quantiles, "
+         f"(R = {st.rarefaction_draws}, m_min = {st.min_mode_m}), q{100 * st.q99_quantile:g} with "
+         f"`{st.quantile_method}` quantiles, "
          f"pass@{st.pass_k}. Estimator definitions: diagnostics.md sections 1-12, ambiguities A1-A16 as recommended.",
          "",
          "## Outputs and the paper artifacts they reproduce", "",
@@ -122,7 +141,8 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
                  f"{'rendered' if files else 'not drawn: inputs missing'} |")
     L += ["", "## Numbers per reporting point (Table A3 rule)", "",
           "Each value below is also in `summary.json` (`runs`, and per checkpoint under `endpoints`).", "",
-          "| Run | probe step | Broad (A4, Fig. 4) | Paired [CI] (A4, Fig. 5) | n_c | Cov. S/F % (A4) | Failure higher / p (A5) | "
+          "| Run | probe step | Broad (A4, Fig. 4) | Paired [CI] (A4, Fig. 5) | n_c | Cov. S/F % (A4) | Failure "
+          "higher / p (A5) | "
           "Retention [CI] (T1, A6) | q99 S/F % (T2) | pass@k (T1) | Avg (T1) |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res.get("runs", []):
@@ -130,7 +150,8 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
         rci = r.get("mode_retention_ci") or [None, None]
         pct = lambda v: _f(100 * v, 1) if isinstance(v, float) and math.isfinite(v) else "–"  # noqa: E731
         L.append(f"| {r['scale']}/{r['method']}{' (failed)' if r.get('failed') else ''} | {_f(r.get('probe_step'))} | "
-                 f"{_f(r.get('broad_ratio'))} | {_f(r.get('paired_ratio'))} [{_f(ci[0])}, {_f(ci[1])}] | {_f(r.get('paired_n'))} | "
+                 f"{_f(r.get('broad_ratio'))} | {_f(r.get('paired_ratio'))} [{_f(ci[0])}, {_f(ci[1])}] | "
+                 f"{_f(r.get('paired_n'))} | "
                  f"{pct(r.get('coverage_success'))}/{pct(r.get('coverage_failure'))} | "
                  f"{pct(r.get('failure_higher_fraction'))} / {_f(r.get('sign_test_p'), 4)} | "
                  f"{_f(r.get('mode_retention'), 1)} [{_f(rci[0], 1)}, {_f(rci[1], 1)}] | "
@@ -154,21 +175,11 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     if eps:
         worst = max((e.get("max_decomposition_residual", 0.0) for e in eps), default=0.0)
         L += ["", "## Proposition 1 accounting check", "",
-              f"Max |ε| over all endpoints and questions = {worst:.3g} nats (`summary.json` → `endpoints[*].max_decomposition_residual`). "
+              f"Max |ε| over all endpoints and questions = {worst:.3g} nats (`summary.json` → "
+              f"`endpoints[*].max_decomposition_residual`). "
               "A zero residual verifies accounting only, not the reward ordering."]
-    L += ["", "## Choices beyond the spec's worked examples (recorded deviations)", "",
-          "- Paired bootstrap: vectorised (each question's inner resamples drawn in one call), so its stream differs from "
-          "the spec's per-resample draw order; the naive loop in `aggregate.bootstrap` reproduces Oracle 3 exactly and the "
-          "two agree in distribution (tests). Generators are keyed per checkpoint: `default_rng([seed, crc32('scale/method/step')])`.",
-          "- Rarefaction draws: `default_rng([2030, question_key, checkpoint_key])`, question_key = int(question_id) when numeric "
-          "else crc32, checkpoint_key = crc32('scale/method/step'); 100 `rng.choice(n, m, replace=False)` calls (Oracle 4's stream).",
-          "- Bootstrap CIs and retention are computed for every checkpoint in `samples`, not only the reporting points.",
-          "- A run that fires the failure detector reports Table 1 at its last full-benchmark step before the onset, ratios and "
-          "retention at its last probe step before the onset, q99 at its final step (flagged), and is excluded from the "
-          "covariance fit and correlations (A14 generalised: the paper's steps 2,000 / 8,000).",
-          "- `process_valid` all null: the mode population is every labelled verifier success (noted above when it happens).",
-          "- Sign-test and rank statistics are computed without scipy.stats (exact integer binomial tail; average ranks); "
-          "tests cross-check them against scipy."]
+    L += ["", "## Choices beyond the spec's worked examples (recorded deviations)", ""]
+    L += [f"- {d}" for d in DEVIATIONS]
     L += ["", "## Missing inputs (outputs they disable)", ""]
     L += [f"- {k}: {v}" for k, v in res.get("unavailable", {}).items()] or ["- none"]
     L += ["", "## Notes", ""]

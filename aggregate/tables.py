@@ -111,8 +111,10 @@ def table1(res: dict, st: AggregateSettings) -> Table:
         t.rows.append([name + _flag(r), *[fmt(acc.get(b)) for b in cols], fmt(r.get("macro_average"), 2),
                        fmt(r.get(f"pass_at_{k}")), fmt(r.get("mode_retention"))])
         if r.get("failed"):
-            t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])}: detector fired (onset step {r['onset_step']}); "
-                           f"benchmarks at step {r.get('table1_step')}, retention at probe step {r.get('probe_step')} (pre-failure).")
+            t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])}: detector fired (onset step "
+                           f"{r['onset_step']}); "
+                           f"benchmarks at step {r.get('table1_step')}, retention at probe step {r.get('probe_step')} "
+                           f"(pre-failure).")
     for key in ("table1_accuracy", "pass_at_k", "mode_retention"):
         if key in res.get("unavailable", {}):
             t.notes.append(f"Missing input: {res['unavailable'][key]}.")
@@ -121,7 +123,8 @@ def table1(res: dict, st: AggregateSettings) -> Table:
 
 def table2(res: dict, st: AggregateSettings) -> Table:
     scales = sorted({r["scale"] for r in _runs(res)})
-    t = Table("Table 2", "Within-stratum q99 share of positive chosen-token covariance (%), successful → failed, ties retained.",
+    t = Table("Table 2", "Within-stratum q99 share of positive chosen-token covariance (%), successful → failed, ties "
+                         "retained.",
               ["Method"] + [f"{scale_name(s)} {c}" for s in scales for c in ("successful", "failed", "gap (pp)")])
     if "q99" in res.get("unavailable", {}):
         t.notes.append(f"Missing input: {res['unavailable']['q99']}.")
@@ -141,16 +144,19 @@ def table2(res: dict, st: AggregateSettings) -> Table:
         t.rows.append(row)
     for r in _runs(res):
         if r.get("failed") and r.get("q99_step") is not None:
-            t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])}: failed run, step {r['q99_step']} kept as a failure diagnostic.")
+            t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])}: failed run, step {r['q99_step']} "
+                           f"kept as a failure diagnostic.")
         sel = r.get("q99_selected_fraction_failure")
         if sel is not None and math.isfinite(sel) and sel > 0.05:
-            t.notes.append(f"{method_name(r['method'])}-{scale_name(r['scale'])}: ties at the failed-stratum cutoff select {100 * sel:.1f}% of tokens.")
+            t.notes.append(f"{method_name(r['method'])}-{scale_name(r['scale'])}: ties at the failed-stratum cutoff "
+                           f"select {100 * sel:.1f}% of tokens.")
     return t
 
 
 def tableA4(res: dict, st: AggregateSettings) -> Table:
     t = Table("Table A4",
-              f"Endpoint failed-to-successful token-entropy ratios. Coverage = % of probe questions with K_r ≥ {st.min_k_r}; "
+              f"Endpoint failed-to-successful token-entropy ratios. Coverage = % of probe questions with K_r ≥ "
+              f"{st.min_k_r}; "
               f"paired CI: hierarchical bootstrap, {st.bootstrap_resamples} resamples.",
               ["Scale", "Method", "Broad", "Success/failure coverage", "n_c", "Paired ratio [95% CI]"])
     for r in _runs(res):
@@ -275,7 +281,8 @@ def _probe_notes(t: Table, res: dict) -> None:
         t.notes.append(f"Missing input: {res['unavailable']['reward_ratios']}.")
     for r in _runs(res):
         if r.get("failed") and r.get("probe_step") is not None:
-            t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])} uses the pre-failure probe at step {r['probe_step']}.")
+            t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])} uses the pre-failure probe at step "
+                           f"{r['probe_step']}.")
 
 
 BUILDERS = {"table1": table1, "table2": table2, "tableA4": tableA4, "tableA5": tableA5, "tableA6": tableA6,

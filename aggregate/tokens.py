@@ -107,7 +107,8 @@ def q99_stats(tokens: pa.Table, idx: ProbeIndex, settings: AggregateSettings) ->
     starts, lens, rows = token_rows(tokens, idx)
     unmatched = int(lens[rows < 0].sum())
     if unmatched:
-        notes.append(f"{unmatched} token rows match no sample row (scale, method, step, question_id, sample) and are ignored")
+        notes.append(f"{unmatched} token rows match no sample row (scale, method, step, question_id, sample) and are "
+                     f"ignored")
     adv = covariance.grpo_advantage(idx.reward, idx.row_qg, settings.advantage_eps, n_groups=len(idx.qg_ep))
     keep = rows >= 0
     starts, lens, rows = starts[keep], lens[keep], rows[keep]
