@@ -115,7 +115,8 @@ def fig_ratios(res: dict, st: AggregateSettings, out: Path) -> list[str]:
     err = np.vstack([paired - ci[:, 0], ci[:, 1] - paired])
     ax.errorbar(x + 0.12, paired, yerr=np.where(np.isfinite(err), err, 0), fmt="o", capsize=3, label="paired [95% CI]")
     ax.axhline(1.0, color="grey", lw=1)
-    ax.set_xticks(x, [f"{method_name(r['method'])}\n{scale_name(r['scale'])}" + ("†" if r.get("failed") else "") for r in runs], fontsize=7)
+    ticks = [f"{method_name(r['method'])}\n{scale_name(r['scale'])}" + ("†" if r.get("failed") else "") for r in runs]
+    ax.set_xticks(x, ticks, fontsize=7)
     ax.set(ylabel="failed / successful token entropy", title="Reward-stratified entropy ratios")
     ax.legend(fontsize=8)
     return save(fig, out, "fig_reward_ratios")

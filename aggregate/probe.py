@@ -74,7 +74,7 @@ def _endpoint_stats(idx: ProbeIndex, q: entropy.QuestionStats, e: int) -> dict:
     out.update(
         accuracy=float(q.p_hat[sl].mean()), samples_per_question=float(q.K[sl].mean()),
         seq_entropy_mean=float(q.H_seq[sl].mean()), token_entropy_mean=float(q.H_tok[sl].mean()),
-        chain_rule_entropy_mean=float(np.nanmean(q.chain_rule[sl])) if np.isfinite(q.chain_rule[sl]).any() else float("nan"),
+        chain_rule_entropy_mean=entropy.nanmean(q.chain_rule[sl]),
         seq_entropy_success_mean=entropy.nanmean(q.H_seq_pos[sl]),
         seq_entropy_failure_mean=entropy.nanmean(q.H_seq_neg[sl]),
         max_decomposition_residual=float(res.max()), mean_decomposition_residual=float(res.mean()),
@@ -92,8 +92,8 @@ def _paired_lists(idx: ProbeIndex, hs: np.ndarray, start: np.ndarray, q: entropy
     return succ, fail
 
 
-def probe_stats(samples: pa.Table, settings: AggregateSettings, workers: int | None = None) -> tuple[ProbeIndex,
-                                                                                                     entropy.QuestionStats, list[dict]]:
+def probe_stats(samples: pa.Table, settings: AggregateSettings,
+                workers: int | None = None) -> tuple[ProbeIndex, entropy.QuestionStats, list[dict]]:
     """Per-endpoint entropy/ratio/bootstrap/sign-test entries (dicts, one per endpoint)."""
     idx = index_samples(samples)
     hbar = numeric(samples.column("token_entropy_mean"))
@@ -118,8 +118,8 @@ def _paired_ci(succ: list, fail: list, B: int, seed: int, label: str, level: flo
     return list(bootstrap.percentile_ci(reps, level))
 
 
-def mode_population(samples: pa.Table, idx: ProbeIndex, settings: AggregateSettings) -> tuple[np.ndarray, np.ndarray,
-                                                                                              str | None]:
+def mode_population(samples: pa.Table, idx: ProbeIndex,
+                    settings: AggregateSettings) -> tuple[np.ndarray, np.ndarray, str | None]:
     """Rows in the mode population (verifier success, judge-accepted, labelled, not uncertain) and
     their labels; plus a note when ``process_valid`` is all null (then every labelled success counts)."""
     mode_col = samples.column("mode")
@@ -136,8 +136,8 @@ def mode_population(samples: pa.Table, idx: ProbeIndex, settings: AggregateSetti
     return rows, labels[rows].astype(str), note
 
 
-def retention_stats(samples: pa.Table, idx: ProbeIndex, settings: AggregateSettings) -> tuple[dict[int, dict],
-                                                                                              list[str]]:
+def retention_stats(samples: pa.Table, idx: ProbeIndex,
+                    settings: AggregateSettings) -> tuple[dict[int, dict], list[str]]:
     """Rarefied retention per trained endpoint (keyed by endpoint index), vs the base of its scale."""
     notes: list[str] = []
     if samples.column("mode").null_count == samples.num_rows:

@@ -117,7 +117,9 @@ def summary(res: dict) -> dict[str, Any]:
 
 
 def _f(x: Any, d: int = 3) -> str:
-    return "–" if x is None or (isinstance(x, float) and not math.isfinite(x)) else (f"{x:.{d}f}" if isinstance(x, float) else str(x))
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{x:.{d}f}" if isinstance(x, float) else str(x)
 
 
 def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str, list[str]], inputs: str) -> str:
@@ -189,15 +191,17 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
 
 def terminal_summary(res: dict, st: AggregateSettings) -> str:
     """First reward-conditioned entropy table: per endpoint H+ / H- means, broad, paired [CI], coverage."""
-    head = f"{'endpoint':<28}{'H_tok+':>8}{'H_tok-':>8}{'broad':>8}{'paired':>8}  {'95% CI':<18}{'n_c':>5}{'cov S/F %':>13}"
+    head = (f"{'endpoint':<28}{'H_tok+':>8}{'H_tok-':>8}{'broad':>8}{'paired':>8}  "
+            f"{'95% CI':<18}{'n_c':>5}{'cov S/F %':>13}")
     lines = [f"Reward-conditioned token entropy (K_r >= {st.min_k_r}; bootstrap {st.bootstrap_resamples})", head,
              "-" * len(head)]
     for e in res.get("endpoints", []):
         ci = e.get("paired_ci") or [float("nan")] * 2
         cis = f"[{_f(ci[0])}, {_f(ci[1])}]" if all(isinstance(c, float) and math.isfinite(c) for c in ci) else "–"
         cov = f"{100 * e['coverage_success']:.1f}/{100 * e['coverage_failure']:.1f}"
-        lines.append(f"{e['scale'] + '/' + e['method'] + '/' + str(e['step']):<28}{_f(e.get('success_entropy_mean')):>8}"
-                     f"{_f(e.get('failure_entropy_mean')):>8}{_f(e.get('broad_ratio')):>8}{_f(e.get('paired_ratio')):>8}  "
+        name = f"{e['scale']}/{e['method']}/{e['step']}"
+        lines.append(f"{name:<28}{_f(e.get('success_entropy_mean')):>8}{_f(e.get('failure_entropy_mean')):>8}"
+                     f"{_f(e.get('broad_ratio')):>8}{_f(e.get('paired_ratio')):>8}  "
                      f"{cis:<18}{e.get('paired_n', 0):>5}{cov:>13}")
     if not res.get("endpoints"):
         lines.append("(no samples table: nothing to show)")

@@ -149,7 +149,8 @@ def _bench_tables(spec: SynthSpec, rng: np.random.Generator, endpoints, scales, 
                     acc = 0.002 if fail else 0.3 + 0.3 * pr * (b == "math500") + 0.05 * rng.random()
                     g["scale"] += [sc] * nq; g["method"] += [m] * nq; g["step"] += [step] * nq
                     g["benchmark"] += [b] * nq; g["q"] += [f"{b}-{i}" for i in range(nq)]
-                    g["correct"].append(rng.random(nq) < acc); g["boxed"].append(rng.random(nq) < (0.01 if fail else 0.97))
+                    g["correct"].append(rng.random(nq) < acc)
+                    g["boxed"].append(rng.random(nq) < (0.01 if fail else 0.97))
                     g["n_tokens"].append(rng.poisson(2000 if fail else 500, nq))
             final = 0 if m == "base" else spe
             nq = spec.greedy_questions.get("math500", 5)
@@ -161,7 +162,9 @@ def _bench_tables(spec: SynthSpec, rng: np.random.Generator, endpoints, scales, 
                 for s in milestones:
                     P = rng.normal(-0.01, 0.01, 64)
                     cv["scale"] += [sc] * 64; cv["method"] += [m] * 64; cv["step_from"] += [max(s - 50, 0)] * 64
-                    cv["step_to"] += [s] * 64; cv["pred"].append(P); cv["obs"].append(P * 0.97 + rng.normal(0, 0.001, 64))
+                    cv["step_to"] += [s] * 64
+                    cv["pred"].append(P)
+                    cv["obs"].append(P * 0.97 + rng.normal(0, 0.001, 64))
     greedy = pa.table({"scale": g["scale"], "method": g["method"], "step": pa.array(g["step"], pa.int64()),
                        "benchmark": g["benchmark"], "question_id": g["q"], "correct": np.concatenate(g["correct"]),
                        "boxed": np.concatenate(g["boxed"]), "n_tokens": np.concatenate(g["n_tokens"]).astype(np.int64)})

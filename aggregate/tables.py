@@ -106,7 +106,8 @@ def table1(res: dict, st: AggregateSettings) -> Table:
         t.notes.append(f"Benchmarks present: {', '.join(cols)} (the paper's five: {', '.join(st.benchmark_order)}); "
                        "Average is over the benchmarks present.")
     for r in _runs(res):
-        name = f"Base {scale_name(r['scale'])}" if r["method"] == st.base_method else f"+ {method_name(r['method'])} ({scale_name(r['scale'])})"
+        sc = scale_name(r["scale"])
+        name = f"Base {sc}" if r["method"] == st.base_method else f"+ {method_name(r['method'])} ({sc})"
         acc = r.get("accuracy", {})
         t.rows.append([name + _flag(r), *[fmt(acc.get(b)) for b in cols], fmt(r.get("macro_average"), 2),
                        fmt(r.get(f"pass_at_{k}")), fmt(r.get("mode_retention"))])
@@ -260,8 +261,8 @@ def tableA9(res: dict, st: AggregateSettings) -> Table:
     bench = canonical_benchmark(st.failure_benchmark)
     for key, fd in fired.items():
         scale, method = key.split("/", 1)
-        trace = sorted((g for g in res.get("greedy", []) if g["scale"] == scale and g["method"] == method and g["benchmark"] == bench),
-                       key=lambda g: g["step"])
+        trace = [g for g in res.get("greedy", []) if (g["scale"], g["method"], g["benchmark"]) == (scale, method, bench)]
+        trace.sort(key=lambda g: g["step"])
         steps = [g["step"] for g in trace]
         before = [s for s in steps if s < fd["onset_step"]]
         pick = [fd["last_argmax_step"], before[-1] if before else None, fd["onset_step"], fd["final_step"]]

@@ -34,8 +34,8 @@ def _raw(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list | None]:
     return numeric(col, np.int64) if col.null_count else col.to_numpy(zero_copy_only=False), None
 
 
-def _runs(batch: pa.RecordBatch, vocabs: dict[str, dict[str, int]], steps: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                                                np.ndarray]:
+def _runs(batch: pa.RecordBatch, vocabs: dict[str, dict[str, int]],
+          steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Starts, lengths and key codes (R, 5: scale, method, step code, question, sample) of the runs
     of equal keys in one batch. Change detection runs on the raw (small-integer) columns; only the
     run starts are translated into the samples' code space."""
