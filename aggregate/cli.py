@@ -15,18 +15,21 @@ from pathlib import Path
 
 
 def parser() -> argparse.ArgumentParser:
+    from aggregate.settings import AggregateSettings  # dataclass only: keeps --help light
+
+    d = AggregateSettings()
     p = argparse.ArgumentParser(prog="python -m aggregate", description=__doc__.split("\n\n")[0])
     p.add_argument("--input", required=True, help="dataset folder with samples/tokens/covariance/greedy/passk tables")
     p.add_argument("--output", required=True, help="output folder (created)")
     p.add_argument("--scale", default=None, help="read [aggregate] settings from the project config of this scale")
     p.add_argument("--min-k-r", type=int, default=None,
-                   help="report a conditional quantity only if K_r >= this (default 8)")
-    p.add_argument("--bootstrap-resamples", type=int, default=None, help="bootstrap resamples (default 10000)")
-    p.add_argument("--bootstrap-seed", type=int, default=None, help="bootstrap seed (default 2027)")
-    p.add_argument("--rarefaction-seed", type=int, default=None, help="rarefaction seed (default 2030)")
-    p.add_argument("--rarefaction-draws", type=int, default=None, help="rarefaction draws R (default 100)")
-    p.add_argument("--min-mode-m", type=int, default=None, help="retention eligibility m_min (default 8)")
-    p.add_argument("--pass-k", type=int, default=None, help="k of the reported pass@k (default 64)")
+                   help=f"report a conditional quantity only if K_r >= this (default {d.min_k_r})")
+    p.add_argument("--bootstrap-resamples", type=int, default=None, help=f"bootstrap resamples (default {d.bootstrap_resamples})")
+    p.add_argument("--bootstrap-seed", type=int, default=None, help=f"bootstrap seed (default {d.bootstrap_seed})")
+    p.add_argument("--rarefaction-seed", type=int, default=None, help=f"rarefaction seed (default {d.rarefaction_seed})")
+    p.add_argument("--rarefaction-draws", type=int, default=None, help=f"rarefaction draws R (default {d.rarefaction_draws})")
+    p.add_argument("--min-mode-m", type=int, default=None, help=f"retention eligibility m_min (default {d.min_mode_m})")
+    p.add_argument("--pass-k", type=int, default=None, help=f"k of the reported pass@k (default {d.pass_k})")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
     p.add_argument("--quiet", action="store_true", help="no terminal summary")
     return p
@@ -37,9 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     from aggregate import io
     from aggregate.settings import load_settings
 
-    st = load_settings(args.scale, min_k_r=args.min_k_r, bootstrap_resamples=args.bootstrap_resamples,
-                       bootstrap_seed=args.bootstrap_seed, rarefaction_seed=args.rarefaction_seed,
-                       rarefaction_draws=args.rarefaction_draws, min_mode_m=args.min_mode_m, pass_k=args.pass_k)
+    try:
+        st = load_settings(args.scale, min_k_r=args.min_k_r, bootstrap_resamples=args.bootstrap_resamples,
+                           bootstrap_seed=args.bootstrap_seed, rarefaction_seed=args.rarefaction_seed,
+                           rarefaction_draws=args.rarefaction_draws, min_mode_m=args.min_mode_m, pass_k=args.pass_k)
+    except ValueError as exc:  # rcea.config.ConfigError names the valid choices
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         ds = io.load_dataset(args.input)
     except FileNotFoundError as exc:

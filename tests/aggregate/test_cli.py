@@ -192,3 +192,9 @@ def test_store_layout_parts_with_manifests_and_mixed_types(tmp_path: Path, tiny)
     ref, _ = _run(tmp_path / "ref", tiny)
     assert [e["paired_ratio"] for e in out["endpoints"]] == [e["paired_ratio"] for e in ref["endpoints"]]
     assert any("without a manifest" in n for n in out["notes"])
+
+
+def test_bad_scale_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "in").mkdir()
+    assert main(["--input", str(tmp_path / "in"), "--output", str(tmp_path / "o"), "--scale", "huge"]) == 2
+    assert "valid scales" in capsys.readouterr().err
