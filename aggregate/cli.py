@@ -24,10 +24,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", default=None, help="read [aggregate] settings from the project config of this scale")
     p.add_argument("--min-k-r", type=int, default=None,
                    help=f"report a conditional quantity only if K_r >= this (default {d.min_k_r})")
-    p.add_argument("--bootstrap-resamples", type=int, default=None, help=f"bootstrap resamples (default {d.bootstrap_resamples})")
+    p.add_argument("--bootstrap-resamples", type=int, default=None,
+                   help=f"bootstrap resamples (default {d.bootstrap_resamples})")
     p.add_argument("--bootstrap-seed", type=int, default=None, help=f"bootstrap seed (default {d.bootstrap_seed})")
-    p.add_argument("--rarefaction-seed", type=int, default=None, help=f"rarefaction seed (default {d.rarefaction_seed})")
-    p.add_argument("--rarefaction-draws", type=int, default=None, help=f"rarefaction draws R (default {d.rarefaction_draws})")
+    p.add_argument("--rarefaction-seed", type=int, default=None,
+                   help=f"rarefaction seed (default {d.rarefaction_seed})")
+    p.add_argument("--rarefaction-draws", type=int, default=None,
+                   help=f"rarefaction draws R (default {d.rarefaction_draws})")
     p.add_argument("--min-mode-m", type=int, default=None, help=f"retention eligibility m_min (default {d.min_mode_m})")
     p.add_argument("--pass-k", type=int, default=None, help=f"k of the reported pass@k (default {d.pass_k})")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
