@@ -6,14 +6,16 @@ up to `max_attempts` claims, after which it is `failed` with the reason. Claims 
 pending job first (longest-processing-time order keeps many workers busy to the end).
 Keys are unique, so enqueueing is idempotent: a known key (pending, running or done) is left alone.
 
-Note: SQLite locking needs a filesystem with working POSIX locks (a local disk or a Docker volume);
-do not put the queue on NFS.
+Note: the database runs in WAL mode, which needs a filesystem with working POSIX locks and shared
+memory (a local disk or a Docker volume); do not put the queue on NFS.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import socket
+import threading
 import sqlite3
 import time
 import os
@@ -62,25 +64,55 @@ class Queue:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lease_s, self.max_attempts = lease_s, max_attempts
+        self._local = threading.local()
+        db = sqlite3.connect(self.path, timeout=60.0)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")   # readers never block the writer; persists in the file
+        finally:
+            db.close()
         with self._tx() as db:
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
 
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection (one per thread and process; opened on first use)."""
+        db = getattr(self._local, "db", None)
+        if db is None or self._local.pid != os.getpid():
+            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=True)
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
+            self._local.db, self._local.pid = db, os.getpid()
+        return db
+
     @contextmanager
     def _tx(self):
-        """One short write transaction on a fresh connection (safe across threads and processes)."""
-        db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        """One short write transaction (BEGIN IMMEDIATE ... COMMIT), safe across threads and processes."""
+        db = self._conn()
+        self._begin(db)
         try:
-            db.execute("BEGIN IMMEDIATE")
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _begin(db, patience_s: float = 60.0) -> None:
+        """BEGIN IMMEDIATE, retrying every 1-3 ms while another writer holds the lock.
+
+        SQLite's own busy handler backs off to 100 ms sleeps, which idles workers under contention.
+        """
+        db.execute("PRAGMA busy_timeout=0")
+        deadline = time.monotonic() + patience_s
+        while True:
             try:
-                yield db
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        finally:
-            db.close()
+                db.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.001 + 0.002 * random.random())
+        db.execute("PRAGMA busy_timeout=60000")
 
     def enqueue(self, key: str, kind: str, payload: dict, cost: float = 1.0, retry_failed: bool = False) -> str:
         """Add a job; returns 'added', 'exists' (left alone) or 'retried' (a failed job made pending)."""

@@ -117,8 +117,10 @@ def run_worker(queue: Queue, runner: Runner, ctx=None, until_empty: bool = False
     while True:
         job = queue.claim(name)
         if job is None:
-            if until_empty and queue.counts()["running"] == 0 and queue.counts()["pending"] == 0:
-                return stats
+            if until_empty:
+                counts = queue.counts()
+                if counts["running"] == 0 and counts["pending"] == 0:
+                    return stats
             time.sleep(poll_s)
             continue
         beat = Heartbeat(queue, job, name)
