@@ -141,8 +141,8 @@ def retention_stats(samples: pa.Table, idx: ProbeIndex,
     """Rarefied retention per trained endpoint (keyed by endpoint index), vs the base of its scale."""
     notes: list[str] = []
     if samples.column("mode").null_count == samples.num_rows:
-        return {}, ["column 'mode' is all null: no effective-mode retention (Table 1 Mode Retention, Table A6, Figure "
-                    "7)"]
+        return {}, ["column 'mode' is all null: no effective-mode retention "
+                    "(Table 1 Mode Retention, Table A6, fig_retention_vs_passk)"]
     rows, labels, note = mode_population(samples, idx, settings)
     if note:
         notes.append(note)
