@@ -2,7 +2,7 @@
 
     python -m infer enqueue --scale tiny --method grpo --what all [--override probe.k=4] [--retry-failed]
     python -m infer worker  --scale tiny [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300]
-    python -m infer status  --scale tiny [--jobs]
+    python -m infer status  --scale tiny [--jobs] [--summary]
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ def cmd_status(args) -> int:
             extra = f" worker={j['worker']}" if j["state"] == "running" else ""
             extra += f" error={j['error']}" if j["error"] else ""
             print(f"  {j['state']:8s} {j['key']:28s} attempts={j['attempts']}{extra}")
+    if args.summary:
+        from infer.tables import greedy_summary, tables_dir
+
+        print(greedy_summary(tables_dir(args.scale) / "greedy").to_string(index=False))
     return 0
 
 
@@ -90,6 +94,7 @@ def main(argv=None) -> int:
     s = sub.add_parser("status", help="show the queue")
     s.add_argument("--scale", required=True, choices=SCALES)
     s.add_argument("--jobs", action="store_true", help="list every job")
+    s.add_argument("--summary", action="store_true", help="greedy accuracy, boxed rate, mean length per checkpoint")
     args = p.parse_args(argv)
     return {"enqueue": cmd_enqueue, "worker": cmd_worker, "status": cmd_status}[args.cmd](args)
 

@@ -56,3 +56,13 @@ def write_parts(scale: str, part: str, frames: dict[str, pd.DataFrame], cfg, see
 
 def parts_complete(scale: str, part: str, tables: list[str]) -> bool:
     return all(is_complete(part_path(scale, t, part)) for t in tables)
+
+
+def greedy_summary(location) -> pd.DataFrame:
+    """Per checkpoint and benchmark: accuracy, boxed-answer rate, mean length (tokens), questions."""
+    from rcea.store import read_table
+
+    df = read_table(location)
+    g = df.groupby(["method", "step", "benchmark"], as_index=False)
+    return g.agg(accuracy=("correct", "mean"), boxed_rate=("boxed", "mean"), mean_tokens=("n_tokens", "mean"),
+                 questions=("question_id", "count")).sort_values(["method", "step", "benchmark"])

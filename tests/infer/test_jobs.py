@@ -207,3 +207,15 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_rows(ran, tiny_data):
     assert next(j for j in q.jobs() if j["key"] == running["key"])["attempts"] == 2
     for name in ("samples", "tokens"):
         pd.testing.assert_frame_equal(_table(tiny_data, name), _table(ran[0], name))
+
+
+def test_greedy_summary_per_checkpoint(ran):
+    from infer.tables import greedy_summary
+
+    root = ran[0]
+    s = greedy_summary(root / "infer" / "tiny" / "tables" / "greedy")
+    g = _table(root, "greedy")
+    row = s[(s["step"] == 4)].iloc[0]
+    sub = g[(g["step"] == 4) & (g["benchmark"] == row["benchmark"])]
+    assert row["accuracy"] == sub["correct"].mean() and row["mean_tokens"] == sub["n_tokens"].mean()
+    assert row["questions"] == 3 and 0 <= row["boxed_rate"] <= 1
