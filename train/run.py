@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -188,6 +189,10 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
         log(f"[train] --resume: no complete checkpoint in {ckpt_dir}; starting from step 0")
     truncate_steps(steps_path, int(start.name.split("-")[-1]) if start else 0)
 
+    if cfg.scale == "tiny" and "OMP_NUM_THREADS" not in os.environ:
+        import torch
+
+        torch.set_num_threads(1)  # a 0.5M-parameter model: extra CPU threads only spin (10x slower when shared)
     seed_everything(cfg["train.seed"])
     model, tokenizer = load_policy(cfg)
     dataset = training_dataset(cfg, tokenizer)

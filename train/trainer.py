@@ -36,6 +36,7 @@ TRL_PINNED = {
     "_get_per_token_logps_and_entropies": "eb0ec4b68248974e59491bbb8541e4d115a33f2697969a6bd32cdb4ef2a5c634",
     "_prepare_inputs": "f824e7fb0714795697c9b4d574de1e139dd5f4404c2554e92cf1db7f60fa6c96",
     "_save_checkpoint": "b6ee0a370c266b6f6ada183d32719e4f689ac7a54086c1ec40a69a79e79921c6",
+    "training_step": "9e18632f7dd8e8d8f0ebbdcc4431feb1a9e3c037a02cf8c3aec38aa68ee58814",
 }
 STATE_FILE = "rcea_trainer_state.pt"
 
