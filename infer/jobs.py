@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 
 from rcea.config import load_config
 from rcea.data import benchmark_questions, chat_messages, probe_questions
@@ -21,7 +22,8 @@ from infer.backends import SamplingSpec
 from infer.tables import clear_stale, frame, part_path, parts_complete, write_parts
 
 Progress = Callable[[str, int, int], None]
-OUTPUTS = {"greedy": ["greedy"], "passk": ["passk"], "probe": ["tokens", "samples"], "covariance": ["covariance"]}
+OUTPUTS = {"greedy": ["greedy"], "passk": ["passk"], "probe": ["tokens", "questions", "samples"],
+           "covariance": ["covariance"]}
 
 
 class JobInputError(RuntimeError):
@@ -130,7 +132,8 @@ def run_probe(payload, cfg, ctx, progress):
         scorer.set_adapter(adapter)
         scored = scorer.score([prompt] * k, [o.token_ids for o in outs])
         for j, (o, s) in enumerate(zip(outs, scored)):
-            v = check_answer(ctx.tokenizer.decode(o.token_ids, skip_special_tokens=True), q["answer"])
+            text = ctx.tokenizer.decode(o.token_ids, skip_special_tokens=True)
+            v = check_answer(text, q["answer"])
             samples.append({
                 "scale": payload["scale"], "method": payload["method"], "step": payload["step"],
                 "question_id": q["id"], "benchmark": q["benchmark"], "sample": j, "reward": int(v.correct),
@@ -139,6 +142,7 @@ def run_probe(payload, cfg, ctx, progress):
                 "truncated": not o.finished, "process_valid": None, "mode": None,
                 "boxed": v.extracted is not None,
                 "sampler_logprob_sum": float(sum(o.sampler_logprobs)) if o.sampler_logprobs else float("nan"),
+                "completion": text,   # WARNING: model output; read it as data, never evaluate it
             })
             scored_all.append((q["id"], j, o.token_ids, s))
         progress("probe questions", i + 1, len(qs))
@@ -156,7 +160,10 @@ def run_probe(payload, cfg, ctx, progress):
     n = len(tok_cols["position"])
     tokens = {"scale": [payload["scale"]] * n, "method": [payload["method"]] * n, "step": [payload["step"]] * n,
               **tok_cols}
-    return {"tokens": frame("tokens", tokens), "samples": frame("samples", samples)}, {"probe": seed}
+    questions = pd.DataFrame([{"question_id": q["id"], "benchmark": q["benchmark"], "problem": q["problem"],
+                               "answer": str(q["answer"])} for q in qs])
+    return ({"tokens": frame("tokens", tokens), "questions": questions, "samples": frame("samples", samples)},
+            {"probe": seed})
 
 
 # ----------------------------------------------------------------------------- covariance prediction

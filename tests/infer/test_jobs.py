@@ -91,12 +91,14 @@ def test_every_job_runs_and_tables_conform(ran):
 def test_probe_bounds_and_consistency(ran):
     root, _, _ = ran
     samples, tokens = _table(root, "samples"), _table(root, "tokens")
-    vocab = torch.load if False else None
     from transformers import AutoConfig
     V = AutoConfig.from_pretrained((root / "base_model.txt").read_text()).vocab_size
     assert (tokens["entropy"] >= 0).all() and (tokens["entropy"] <= math.log(V)).all()
     assert (tokens["logprob"] <= 0).all() and (samples["logprob_sum"] <= 0).all()
     assert samples["reward"].isin([0, 1]).all()
+    assert samples["completion"].map(lambda t: isinstance(t, str)).all()        # for the judge and codebook
+    questions = read_table(root / "infer" / "tiny" / "tables" / "questions")
+    assert set(samples["question_id"]) == set(questions["question_id"]) and questions["problem"].str.len().min() > 0
     g = tokens.groupby(["step", "question_id", "sample"])
     agg = pd.DataFrame({"lp": g["logprob"].sum(), "h": g["entropy"].mean(), "n": g.size()}).reset_index()
     m = samples.merge(agg, on=["step", "question_id", "sample"], validate="one_to_one")
