@@ -8,7 +8,6 @@ Settings: decisions.md (evaluation and probes); formulas: diagnostics.md section
 from __future__ import annotations
 
 import zlib
-from pathlib import Path
 from typing import Callable
 
 import numpy as np

@@ -62,7 +62,8 @@ class Context:
                 choice = "vllm" if self.device.startswith("cuda") and _has_vllm() else "hf"
             self._gen = self._scorer if choice == "hf" else get_backend(
                 "vllm", path, max_lora_rank=cfg["train.lora_rank"],
-                max_model_len=cfg["eval.max_new_tokens"] + 2 * cfg["data.max_prompt_tokens"] + 512)
+                max_model_len=2048 + max(cfg[k] for k in ("eval.max_new_tokens", "passk.max_new_tokens",
+                                                            "probe.max_new_tokens")))   # prompts up to 2,048 tokens
         return self._gen, self._scorer
 
     def describe(self) -> dict:

@@ -13,7 +13,6 @@ import zlib
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from infer.backends import Completion, SamplingSpec, Scored

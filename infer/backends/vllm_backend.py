@@ -24,9 +24,14 @@ class VLLMBackend:
                        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, dtype=dtype,
                        seed=seed, **llm_kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        gen_eos = self.llm.llm_engine.generation_config_fields.get("eos_token_id") \
-            if hasattr(self.llm.llm_engine, "generation_config_fields") else None
-        eos = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+        eos = []
+        try:
+            from transformers import GenerationConfig
+
+            gen_eos = GenerationConfig.from_pretrained(model_path).eos_token_id
+            eos = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+        except (OSError, ValueError):
+            pass
         if self.tokenizer.eos_token_id is not None:
             eos.append(self.tokenizer.eos_token_id)
         self.eos_ids = sorted(set(eos))
@@ -56,7 +61,7 @@ class VLLMBackend:
             if spec.greedy:
                 return SamplingParams(temperature=0.0, max_tokens=spec.max_new_tokens, logprobs=0,
                                       stop_token_ids=self.eos_ids)
-            return SamplingParams(temperature=spec.temperature, top_p=spec.top_p, top_k=0,
+            return SamplingParams(temperature=spec.temperature, top_p=spec.top_p,
                                   max_tokens=spec.max_new_tokens, seed=int(seeds[i]), logprobs=0,
                                   stop_token_ids=self.eos_ids)
 

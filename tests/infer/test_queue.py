@@ -3,7 +3,6 @@
 import threading
 import time
 
-import pytest
 
 from infer.queue import Queue
 from infer.worker import run_worker
