@@ -8,7 +8,7 @@ import pandas as pd
 
 from rcea.paths import data_dir
 from rcea.schema import SCHEMA_VERSION, TABLES, check_columns
-from rcea.store import is_complete, write_parquet
+from rcea.store import atomic_write_bytes, is_complete, manifest_path, write_manifest
 
 PANDAS_TYPES = {"str": "object", "int": "int64", "float": "float64", "bool": "bool",
                 "str?": "string", "bool?": "boolean"}
@@ -45,12 +45,24 @@ def clear_stale(path: Path) -> None:
 
 
 def write_parts(scale: str, part: str, frames: dict[str, pd.DataFrame], cfg, seeds: dict, **extra) -> list[Path]:
-    """Write each table's part atomically (Parquet, then its manifest); all rows are computed before."""
+    """Write every table's part atomically, then every manifest (readers use only parts with a manifest).
+
+    All rows are computed before; the Parquet files (slow) go first and the manifests (fast) last, so
+    the window in which one table of a job is visible without the others is a few milliseconds.
+    """
+    import io
+
     paths = []
     for table, df in frames.items():
         path = part_path(scale, table, part)
-        write_parquet(df, path, cfg=cfg, seeds=seeds, schema_version=SCHEMA_VERSION, table=table, **extra)
+        manifest_path(path).unlink(missing_ok=True)
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        atomic_write_bytes(path, buf.getvalue())
         paths.append(path)
+    for (table, df), path in zip(frames.items(), paths):
+        write_manifest(path, cfg=cfg, seeds=seeds, rows=int(len(df)), schema_version=SCHEMA_VERSION, table=table,
+                       **extra)
     return paths
 
 
