@@ -68,7 +68,8 @@ class Context:
 
     def describe(self) -> dict:
         return {"generate": type(self._gen).__name__ if self._gen else None,
-                "score": type(self._scorer).__name__ if self._scorer else None, "device": self.device}
+                "score": type(self._scorer).__name__ if self._scorer else None, "device": self.device,
+                "logits_dtype": "float32", "entropy_sums": "fp32 blocks of 1024, fp64 across blocks"}
 
 
 def _has_vllm() -> bool:

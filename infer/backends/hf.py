@@ -4,7 +4,8 @@ Sampling draws each row with its own `torch.Generator(seed)`, so a completion de
 its seed and the batch it was decoded in (jobs use fixed batches, so reruns are identical).
 LoRA adapters go through Transformers' PEFT integration (`load_adapter` / `set_adapter`); at most
 `max_adapters` stay loaded. Scoring runs the decoder once per batch and projects hidden states to the
-vocabulary in chunks of positions (`infer.entropy`), so no (T, V) matrix is ever held whole.
+vocabulary in chunks of positions (`infer.entropy`), so no (T, V) matrix is ever held whole; the
+projection runs in fp32 whatever the model dtype (bf16 on GPU).
 """
 
 from __future__ import annotations
@@ -134,6 +135,18 @@ class HFBackend:
         return nxt, logp.gather(-1, nxt[:, None]).squeeze(-1)
 
     # ----------------------------------------------------------------- score
+    def _head_fp32(self, head) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The output projection in fp32 (cached): logits are computed in fp32, not in bf16.
+
+        A bf16 model would otherwise give bf16 logits (8-bit mantissa), which shifts entropies and
+        creates spurious ties; the copy costs V x H x 4 bytes (2.2 GiB at 7B).
+        """
+        if getattr(self, "_w32", None) is None or self._w32[0] is not head.weight:
+            bias = getattr(head, "bias", None)
+            self._w32 = (head.weight, head.weight.float(), None if bias is None else bias.float())
+        return self._w32[1], self._w32[2]
+
+    # ----------------------------------------------------------------- score
     @torch.inference_mode()
     def score(self, prompts: Sequence[list[int]], completions: Sequence[list[int]],
               logits_at: Sequence[Sequence[int]] | None = None) -> list[Scored]:
@@ -156,15 +169,16 @@ class HFBackend:
         hidden = self.model.get_decoder()(input_ids=ids.to(self.device),
                                           attention_mask=mask.to(self.device)).last_hidden_state  # (B, L, H)
         head = self.model.get_output_embeddings()
+        weight, bias = self._head_fp32(head)
         out = []
         for b, (p, c) in enumerate(zip(prompts, completions)):
             P, T = len(p), len(c)
             h = hidden[b, P - 1:P - 1 + T]             # (T, H): index P-1+t predicts completion token t
             tgt = torch.tensor(list(c), dtype=torch.long, device=self.device)
-            lp, ent = chunked_stats_from_hidden(h, head.weight, tgt, self.chunk, getattr(head, "bias", None))
+            lp, ent = chunked_stats_from_hidden(h.float(), weight, tgt, self.chunk, bias)
             logits = None
             if logits_at is not None and len(logits_at[b]):
                 sel = torch.tensor(list(logits_at[b]), dtype=torch.long, device=self.device)
-                logits = head(h[sel]).float().cpu().numpy()   # (P_sel, V) fp32
+                logits = torch.nn.functional.linear(h[sel].float(), weight, bias).cpu().numpy()  # (P_sel, V) fp32
             out.append(Scored(lp.cpu().numpy(), ent.cpu().numpy(), logits))
         return out
