@@ -76,6 +76,8 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         self.initial_entropy: float | None = None  # GTPO H_ini, frozen after the first rollout
         self._rollouts = 0
         self._last_rewards: torch.Tensor | None = None
+        self._capture_entropy = False  # set while TRL computes rollout-time (old) log-probs
+        self._captured: tuple | None = None
 
     # ---- rollout side (once per generation batch) -------------------------------------------------
 
@@ -84,8 +86,25 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         self._last_rewards = rewards[:, 0].clone()  # (N,) column 0 = the verifier reward
         return rewards
 
+    def _get_per_token_logps_and_entropies(self, model, *args, compute_entropy=False, **kwargs):
+        """TRL's pass; during a rollout its no-grad old-log-prob pass also yields the rollout entropies
+        (EP-GRPO, GTPO's H_ini), which saves a second policy forward."""
+        capture = self._capture_entropy and not torch.is_grad_enabled()
+        logps, ent = super()._get_per_token_logps_and_entropies(
+            model, *args, compute_entropy=compute_entropy or capture, **kwargs)
+        if capture:
+            self._captured = (logps, ent)
+        return logps, (ent if compute_entropy else None)
+
     def _scored_rollout(self, inputs) -> dict:
-        out = super()._generate_and_score_completions(inputs)
+        first_gtpo = self.objective.name == "gtpo" and self.initial_entropy is None
+        self._capture_entropy, self._captured = self.objective.needs_rollout_entropy or first_gtpo, None
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            self._capture_entropy = False
+        if self._captured is not None and "old_per_token_logps" in out:
+            out["rcea_old_entropy"] = self._captured[1]
         out["rcea_rewards"] = self._last_rewards
         return out
 
@@ -161,8 +180,10 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         if "tool_mask" in out:
             mask = mask * out["tool_mask"]
         first_gtpo = self.objective.name == "gtpo" and self.initial_entropy is None
-        extra = self._rollout_forward(out, self.objective.needs_ref,
-                                      self.objective.needs_rollout_entropy or first_gtpo)
+        need_entropy = (self.objective.needs_rollout_entropy or first_gtpo) and "rcea_old_entropy" not in out
+        extra = self._rollout_forward(out, self.objective.needs_ref, need_entropy)
+        if "rcea_old_entropy" in out:  # captured from TRL's own old-log-prob pass
+            extra["old_entropy"] = out.pop("rcea_old_entropy")
         if first_gtpo and self.model.training:
             self.initial_entropy = mean_completion_entropy(extra["old_entropy"], mask)
         old = out.get("old_per_token_logps", extra.get("old_logp"))

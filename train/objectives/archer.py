@@ -47,7 +47,7 @@ def token_loss(tb: dict, s: dict):
     log_ratio = torch.clamp(tb["logp"] - tb["old_logp"], -20, 20)
     per_token, _, _ = ppo_clip_loss(log_ratio, adv_bt, eps, eps)
     per_token = torch.where(adv_bt < 0, torch.minimum(per_token, -s["clip_ratio_c"] * adv_bt), per_token)
-    kl = low_var_kl(tb["logp"], tb["ref_logp"])
+    kl = low_var_kl(tb["logp"], tb["ref_logp"])  # (B, T)
     low = valid & ~high
     extra = per_token.new_zeros(())
     for coef, subset in ((s["kl_loss_coef"], low), (s["high_entropy_kl_loss_scale_coef"], high)):
@@ -62,6 +62,6 @@ def token_loss(tb: dict, s: dict):
         "clip_ratio/high": float(high_clip.sum()) / n,
         "clip_ratio/region": float((low_clip | high_clip).sum()) / n,
         "archer/high_entropy_frac": float(high.sum()) / n,
-        "archer/kl_low": float((kl * low).sum() / max(float(low.sum()), 1.0)),
+        "archer/kl_low": float((kl.detach() * low).sum() / max(float(low.sum()), 1.0)),
     }
     return per_token, extra, metrics
