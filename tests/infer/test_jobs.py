@@ -187,7 +187,7 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_rows(ran, tiny_data):
     log = tiny_data / "worker.log"
     env = dict(subprocess_env(tiny_data), RCEA_INFER_TEST_SLOWDOWN_S="2")
     with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "infer", "worker", "--scale", "tiny", "--lease", "2",
+        proc = subprocess.Popen([sys.executable, "-m", "infer", "worker", "--scale", "tiny", "--lease", "4",
                                  "--poll", "0.2"], env=env, stdout=fh, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 240
@@ -199,7 +199,7 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_rows(ran, tiny_data):
     finally:
         if proc.poll() is None:
             proc.kill()
-    q = Queue(queue_path("tiny"), lease_s=2)
+    q = Queue(queue_path("tiny"), lease_s=4)
     (running,) = [j for j in q.jobs() if j["state"] == "running"]
     part = running["key"].replace(":", "-")
     tables = tiny_data / "infer" / "tiny" / "tables"
