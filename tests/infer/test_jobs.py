@@ -86,6 +86,7 @@ def test_every_job_runs_and_tables_conform(ran):
     assert set(samples["method"]) == {"base", "grpo"} and set(samples["step"]) == {0, 2, 4}
     assert samples["process_valid"].isna().all() and samples["mode"].isna().all()
     assert set(_table(root, "greedy")["step"]) == {0, 2, 4}
+    assert "vllm" not in sys.modules                                      # imported only when chosen
 
 
 def test_probe_bounds_and_consistency(ran):
