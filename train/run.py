@@ -78,7 +78,7 @@ def training_dataset(cfg: Config, tokenizer):
     from rcea.store import is_complete
 
     prepared = data_dir() / "prepared" / cfg.scale / "train.jsonl"
-    if is_complete(prepared):
+    if is_complete(prepared) and _prepared_matches(cfg, prepared):
         records = [json.loads(line) for line in prepared.read_text().splitlines() if line.strip()]
     else:
         records = load_train_records(cfg, tokenizer)
@@ -86,6 +86,17 @@ def training_dataset(cfg: Config, tokenizer):
         raise TrainSetupError("the training pool is empty after filtering; check data.* settings")
     rows = [{"prompt": chat_messages(r["problem"], cfg), "answer": r["answer"]} for r in records]
     return datasets.Dataset.from_list(rows)
+
+
+def _prepared_matches(cfg: Config, prepared: Path) -> bool:
+    """The pool `python -m rcea.prepare` drew serves this run only if it was drawn with the same data.*
+    settings (prepare uses the scale's defaults; a run overriding data.* draws its own)."""
+    from rcea.config import load_config
+    from rcea.store import manifest_path
+
+    default = load_config(cfg.scale)
+    made_with = json.loads(manifest_path(prepared).read_text()).get("config_hash")
+    return made_with == default.hash() and default.section("data") == cfg.section("data")
 
 
 def _text(completion) -> str:
