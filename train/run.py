@@ -186,7 +186,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
     from rcea.seeds import seed_everything
     from rcea.store import atomic_write_json, write_manifest
     from train.monitor import StepLogger, failure_detector, read_steps, truncate_steps
-    from train.trainer import STATE_FILE, ObjectiveGRPOTrainer
+    from train.trainer import ObjectiveGRPOTrainer
 
     check_host(cfg)
     out = Path(output) if output else default_output(cfg.scale, cfg.method)
