@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("run", "calibrate"):
         p = sub.add_parser(name)
         p.add_argument("--scale", default="tiny", required=name == "run")
-        p.add_argument("--base-url", default=None, help="override [judge] base_url")
+        p.add_argument("--base-url", default=None,
+                       help="override [judge] base_url (in the toy world, giving one uses the LLM judge, not the rules)")
         p.add_argument("--model", default=None)
         p.add_argument("--concurrency", type=int, default=None)
         p.add_argument("--no-progress", action="store_true")
@@ -213,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--labels", required=True, type=Path)
             p.add_argument("--out", type=Path, default=None, help="write the metrics as JSON here")
     args = ap.parse_args(argv)
+    if args.cmd == "run" and args.base_url is None:
+        from rcea.config import load_config
+        if load_config(args.scale)["data.world"] == "toy":  # decidable by rule: no model call
+            from infer.rules import run_rules
+            print(json.dumps(run_rules(args.scale), indent=2))
+            return 0
     judge = LLMJudge(settings_for(args.scale, args))
     if args.cmd == "run":
         out = run_judge(args.scale, judge)

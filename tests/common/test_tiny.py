@@ -32,7 +32,7 @@ def test_same_seed_same_tokens_and_chat_template(tiny):
     assert a != c  # a 300-token vocabulary makes a 12-token collision vanishingly unlikely
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
     assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-    assert tok.eos_token == "<|im_end|>" and len(tok) == 300
+    assert tok.eos_token == "<|im_end|>" and 256 < len(tok) <= 300
 
 
 def test_rebuild_is_bitwise_identical(tiny, tmp_path):

@@ -1,6 +1,7 @@
 """tasks.py: every task's exact command (via Invoke's dry run), argument validation, no-Docker behaviour."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -101,13 +102,15 @@ def test_lock_all_compiles_every_gpu_lock_before_its_cpu_twin(capsys, dry, monke
     assert order.index("train") < order.index("train-cpu") and order.index("infer") < order.index("infer-cpu")
 
 
-def test_demo_runs_every_stage_in_order(capsys, dry):
+def test_demo_runs_every_stage_in_order(capsys, dry, monkeypatch):
+    monkeypatch.setenv("RCEA_OVERRIDES", "")  # restored afterwards: the quick demo sets it for its stages
     tasks.demo(dry, quick=True, methods="grpo,kl_cov")
     out = capsys.readouterr().out
-    banners = re.findall(r"^=== \[(\d)/(\d)\] (.+?)  \(\+\d+s\)$", out, re.M)
-    assert [b[2] for b in banners] == ["prepare", "train grpo", "train kl_cov", "enqueue base", "enqueue grpo",
-                                       "enqueue kl_cov", "workers", "aggregate"]
-    assert f"{LOCAL['train']} -m train --method kl_cov --scale tiny --max-steps 2" in out.splitlines()
+    banners = re.findall(r"^=== \[(\d)/(\d)\] (\S+ ?\S*).*?  \(\+\d+s.*\)$", out, re.M)
+    assert [b[2] for b in banners] == ["prepare (tiny", "train grpo", "train kl_cov", "enqueue base", "enqueue grpo",
+                                       "enqueue kl_cov", "workers (probe,", "judge and", "aggregate"]
+    assert f"{LOCAL['train']} -m train --method kl_cov --scale tiny" in out.splitlines()
+    assert "train.max_steps=4" in os.environ["RCEA_OVERRIDES"]  # quick budgets reach every stage
     assert "docker" not in out  # the demo is tiny: it never needs Docker
 
 
