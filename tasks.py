@@ -393,7 +393,7 @@ def demo_stages(methods) -> list[tuple[str, list[str]]]:
     stages = [("prepare (tiny model, warm start, training pool)", local_command("rcea.prepare", ["--scale", "tiny"]))]
     for m in methods:
         stages.append((f"train {m}", local_command("train", train_args(m, "tiny"))))
-    for m in ["base", *methods]:
+    for m in methods:  # each enqueue also plans the base policy's jobs (once)
         stages.append((f"enqueue {m}", local_command(
             "infer", ["enqueue", "--scale", "tiny", "--method", m, "--what", "all"])))
     stages.append(("workers (probe, greedy, pass@k, covariance)", workers_command("tiny")))

@@ -193,6 +193,12 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
     ckpt_dir, steps_path = out / "checkpoints", out / "steps.jsonl"
     cfg.write(out)  # refuses a folder holding a different configuration
     start = newest_checkpoint(ckpt_dir) if ckpt_dir.exists() else None
+    finished = out / "summary.json"
+    if start is not None and finished.exists():  # a complete run of this configuration: reuse it
+        prev = json.loads(finished.read_text())
+        if prev.get("config_hash") == cfg.hash() and Path(prev.get("final_adapter") or "").name == start.name:
+            log(f"[train] {out} is complete (newest {start.name}); reusing it")
+            return prev
     if start is not None and not resume:
         raise TrainSetupError(f"{out} already holds checkpoints (newest {start.name}); add --resume to continue "
                               "or choose another --output")

@@ -107,7 +107,7 @@ def test_demo_runs_every_stage_in_order(capsys, dry, monkeypatch):
     tasks.demo(dry, quick=True, methods="grpo,kl_cov")
     out = capsys.readouterr().out
     banners = re.findall(r"^=== \[(\d)/(\d)\] (\S+ ?\S*).*?  \(\+\d+s.*\)$", out, re.M)
-    assert [b[2] for b in banners] == ["prepare (tiny", "train grpo", "train kl_cov", "enqueue base", "enqueue grpo",
+    assert [b[2] for b in banners] == ["prepare (tiny", "train grpo", "train kl_cov", "enqueue grpo",
                                        "enqueue kl_cov", "workers (probe,", "judge and", "aggregate"]
     assert f"{LOCAL['train']} -m train --method kl_cov --scale tiny" in out.splitlines()
     assert "train.max_steps=4" in os.environ["RCEA_OVERRIDES"]  # quick budgets reach every stage
