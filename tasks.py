@@ -116,9 +116,15 @@ def judge_commands(scale: str) -> list[list[str]]:
     return [compose("--profile", "judge", "up", "-d", "--wait", "judge"), run]
 
 
+def data_root(scale: str = "tiny") -> str:
+    """The data directory as the role processes see it: RCEA_DATA locally (tiny), the volume in containers."""
+    return os.environ.get("RCEA_DATA", "data") if scale == "tiny" else "data"
+
+
 def aggregate_command(scale: str) -> list[str]:
-    return role_command("aggregate", ["--input", f"data/infer/{scale}/tables",
-                                      "--output", f"data/results/{scale}"], scale)
+    root = data_root(scale)
+    return role_command("aggregate", ["--input", f"{root}/infer/{scale}/tables",
+                                      "--output", f"{root}/results/{scale}", "--scale", scale], scale)
 
 
 def build_command(roles) -> list[str]:
@@ -385,8 +391,7 @@ def demo(c, quick=False, methods=",".join(METHODS)):
         print(f"\n=== [{i}/{len(stages)}] {title}  (+{spent:.0f}s{left})", flush=True)
         run_all(c, [argv])
     print(f"\n=== demo done in {time.monotonic() - t0:.0f}s")
-    print(f"=== report: {ROOT / 'data' if not os.environ.get('RCEA_DATA') else os.environ['RCEA_DATA']}"
-          f"/results/tiny/report.md (tables/ and figures/ beside it)")
+    print(f"=== report: {data_root()}/results/tiny/report.md (tables/ and figures/ beside it)")
 
 
 def demo_stages(methods) -> list[tuple[str, list[str]]]:

@@ -56,10 +56,10 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("judge", {"scale": "3b"}, ["docker compose --profile judge up -d --wait judge",
                                 "docker compose run --rm infer-cli python -m infer.judge run --scale 3b"]),
     ("aggregate", {"scale": "tiny"},
-     [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny"]),
+     [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny --scale tiny"]),
     ("aggregate", {"scale": "3b"},
      ["docker compose run --rm aggregate python -m aggregate --input data/infer/3b/tables "
-      "--output data/results/3b"]),
+      "--output data/results/3b --scale 3b"]),
     ("build", {}, ["docker compose build train infer-cli aggregate"]),
     ("build", {"role": "infer"}, ["docker compose build infer-cli"]),
     ("bootstrap", {}, ["scripts/bootstrap"]),
@@ -171,7 +171,7 @@ def test_real_scale_with_docker_writes_uid_gid_then_runs(monkeypatch):
     written = {}
     monkeypatch.setattr(tasks, "write_env_file", lambda values: written.update(values))
     c = MockContext(run={"docker compose run --rm aggregate python -m aggregate --input data/infer/7b/tables "
-                         "--output data/results/7b": Result("")})
+                         "--output data/results/7b --scale 7b": Result("")})
     tasks.aggregate(c, scale="7b")
     c.run.assert_called_once()
     assert written == {"UID": str(__import__("os").getuid()), "GID": str(__import__("os").getgid())}
