@@ -15,7 +15,8 @@ def tiny_overrides() -> list[str]:
     out = ["eval.max_new_tokens=16", "eval.questions_per_benchmark=3", "eval.benchmarks=" + str(first).replace("'", '"'),
            "passk.n=3", "passk.questions=2", "passk.max_new_tokens=16", "passk.benchmark=" + first[0],
            "probe.k=3", "probe.max_new_tokens=16", "probe.composition={" + ", ".join(f"{b} = {3 - len(first)}" for b in first) + "}",
-           "covariance.n_questions=2", "covariance.trajectories=2", "covariance.max_positions=8"]
+           "covariance.n_questions=2", "covariance.trajectories=2", "covariance.max_positions=8",
+           "covariance.gap_steps=2", "eval.milestones=[0.5, 1.0]"]
     if "toy.warm_start_steps" in cfg:
         out.append("toy.warm_start_steps=0")
     return out
