@@ -78,7 +78,7 @@ def population(scale: str) -> tuple[pd.DataFrame, pd.Series, dict]:
     samples = load_samples(scale)
     ok = samples["process_valid"].astype("boolean").fillna(False).astype(bool)
     pop = samples[(samples["reward"].astype(int) == 1) & ok].copy()
-    pop["traj_id"] = pop.apply(traj_id, axis=1)
+    pop["traj_id"] = [traj_id(r) for _, r in pop.iterrows()]  # also right when empty
     return pop.sort_values("traj_id").reset_index(drop=True), load_texts(scale, samples), load_questions(scale)
 
 

@@ -103,7 +103,7 @@ def run_judge(scale: str, judge) -> pd.DataFrame:
     acc = accepted(samples).copy()
     texts = load_texts(scale, samples)
     questions = load_questions(scale)
-    acc["traj_id"] = acc.apply(traj_id, axis=1)
+    acc["traj_id"] = [traj_id(r) for _, r in acc.iterrows()]  # also right when empty
     acc = acc.sort_values("traj_id").reset_index(drop=True)
     items = [(questions.get(str(q), {}).get("problem", ""), questions.get(str(q), {}).get("answer", ""),
               texts.get(t, "")) for q, t in zip(acc["question_id"], acc["traj_id"])]

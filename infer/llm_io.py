@@ -54,12 +54,12 @@ def load_texts(scale: str, samples: pd.DataFrame) -> pd.Series:
     """Completion text per trajectory id (index = traj_id)."""
     for col in TEXT_COLUMNS:
         if col in samples.columns:
-            return pd.Series(samples[col].astype(str).values, index=samples.apply(traj_id, axis=1).values)
+            return pd.Series(samples[col].astype(str).values, index=[traj_id(r) for _, r in samples.iterrows()])
     texts = read_table(tables_dir(scale) / "texts")
     col = next((c for c in TEXT_COLUMNS if c in texts.columns), None)
     if col is None or any(k not in texts.columns for k in KEY):
         raise ValueError(f"texts table needs columns {KEY} and one of {TEXT_COLUMNS}; has {list(texts.columns)}")
-    return pd.Series(texts[col].astype(str).values, index=texts.apply(traj_id, axis=1).values)
+    return pd.Series(texts[col].astype(str).values, index=[traj_id(r) for _, r in texts.iterrows()])
 
 
 def load_questions(scale: str) -> dict[str, dict]:
