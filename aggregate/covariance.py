@@ -60,13 +60,18 @@ def pearson(x: np.ndarray, y: np.ndarray) -> float:
     return float((xc * yc).sum() / math.sqrt((xc**2).sum() * (yc**2).sum()))
 
 
+def paired_finite(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """Both as float64, keeping only the pairs where neither is NaN."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    ok = ~np.isnan(x) & ~np.isnan(y)
+    return x[ok], y[ok]
+
+
 def fit_summary(P: np.ndarray, O: np.ndarray) -> dict[str, float | int]:
     """Sign agreement, Spearman (average ranks), Pearson, OLS of O on P (slope, intercept, R^2 = r^2),
     identity-line R^2, median |P-O| and median |P-O|/|O| (O = 0 skipped and counted) (A10)."""
-    P = np.asarray(P, dtype=np.float64)
-    O = np.asarray(O, dtype=np.float64)
-    ok = ~np.isnan(P) & ~np.isnan(O)
-    P, O = P[ok], O[ok]
+    P, O = paired_finite(P, O)
     n = int(P.size)
     nan = float("nan")
     out: dict[str, float | int] = {"n": n, "sign_agreement": nan, "spearman": nan, "pearson": nan, "slope": nan,

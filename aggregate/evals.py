@@ -97,12 +97,9 @@ def interpolate_on_progress(steps: np.ndarray, values: np.ndarray, steps_per_epo
 def spearman_with_p(x: np.ndarray, y: np.ndarray, exact_max_n: int = 8) -> dict[str, float | int]:
     """Spearman rho (average ranks), its t-approximation p (two-sided, scipy) and the exact two-sided
     permutation p = #{perm : |rho_perm| >= |rho|} / n! for n <= exact_max_n (RQ3, section 12)."""
-    from aggregate.covariance import pearson, rankdata
+    from aggregate.covariance import paired_finite, pearson, rankdata
 
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    ok = ~np.isnan(x) & ~np.isnan(y)
-    x, y = x[ok], y[ok]
+    x, y = paired_finite(x, y)
     n = int(x.size)
     nan = float("nan")
     if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
