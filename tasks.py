@@ -25,9 +25,9 @@ from pathlib import Path
 from invoke import task
 from invoke.exceptions import Exit
 
+from rcea.config import METHODS, SCALES  # one spelling of each name; rcea.config needs only the stdlib
+
 ROOT = Path(__file__).resolve().parent
-METHODS = ("grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer")
-SCALES = ("tiny", "3b", "7b")
 WHATS = ("greedy", "passk", "probe", "covariance", "all")
 ROLES = ("train", "infer", "aggregate")
 MAX_WORKERS = 8
