@@ -121,7 +121,7 @@ def ensure_policy(cfg) -> Path:
     from rcea.warmstart import warm_start
 
     spec = {k: cfg[f"toy.{k}"] for k in ("warm_start_steps", "warm_start_batch", "warm_start_lr",
-                                          "warm_start_examples", "slip_rate", "seed")}
+                                          "warm_start_examples", "slip_rate", "early_rate", "seed")}
     spec["instruction"] = cfg["data.instruction"]
     spec["base"] = json.loads((base / "build.json").read_text())
     out = base.with_name(base.name + "-warm")

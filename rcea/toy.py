@@ -68,8 +68,9 @@ def questions(split: str, n: int, seed: int = 2027) -> list[dict[str, Any]]:
              "benchmark": BENCHMARK} for i, q in enumerate(chosen)]
 
 
-def solution(operands: tuple[int, ...], strategy: str, slip: bool = False) -> str:
-    """A written solution in one strategy; `slip` writes a false intermediate equation."""
+def solution(operands: tuple[int, ...], strategy: str, slip: bool = False, early: bool = False) -> str:
+    """A written solution in one strategy; `slip` writes a false intermediate equation; `early` (three
+    operands) stops after the first equation and boxes its partial sum, a wrong answer."""
     if len(operands) == 2:
         a, b = operands if strategy == "forward" else operands[::-1]
         steps = [(a, b, a + b)]
@@ -82,7 +83,10 @@ def solution(operands: tuple[int, ...], strategy: str, slip: bool = False) -> st
     if slip:
         p, q, r = steps[0]
         steps[0] = (p, q, r + 1 if r % 2 else r - 1)
-    return " ".join(f"{p}+{q}={r}." for p, q, r in steps) + f" \\boxed{{{sum(operands)}}}"
+    answer = sum(operands)
+    if early and len(steps) > 1:
+        steps, answer = steps[:1], steps[0][2]
+    return " ".join(f"{p}+{q}={r}." for p, q, r in steps) + f" \\boxed{{{answer}}}"
 
 
 def equations(completion: str) -> list[tuple[int, int, int]]:
@@ -107,14 +111,18 @@ def mode(problem: str, completion: str) -> str:
     return {ops[:2]: "left", ops[1:]: "pair"}.get(first, "other")
 
 
-def sft_examples(n: int, seed: int, slip_rate: float = 0.05) -> list[dict[str, str]]:
-    """Warm-start data: training questions with solutions in a seeded mix of strategies."""
+def sft_examples(n: int, seed: int, slip_rate: float = 0.05, early_rate: float = 0.0) -> list[dict[str, str]]:
+    """Warm-start data: training questions with solutions in a seeded mix of strategies, from a sloppy
+    teacher: `slip_rate` of them write a false equation (right answer), `early_rate` of the three-operand
+    ones stop after the first equation (wrong answer): a habit for RL to unlearn."""
     rng = random.Random(f"toy-sft-{seed}")
     out = []
     for q in questions("train", n, seed=seed):
         ops = operands_of(q["problem"])
         strategy = rng.choice(STRATEGIES[len(ops)])
-        out.append({"problem": q["problem"], "completion": solution(ops, strategy, slip=rng.random() < slip_rate)})
+        slip = rng.random() < slip_rate
+        early = len(ops) == 3 and rng.random() < early_rate
+        out.append({"problem": q["problem"], "completion": solution(ops, strategy, slip=slip, early=early)})
     return out
 
 

@@ -21,7 +21,8 @@ def warm_start(base_dir: Path, out_dir: Path, cfg, progress: bool = True) -> Pat
     torch.manual_seed(cfg["toy.seed"])
     tok = AutoTokenizer.from_pretrained(base_dir)
     model = AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32)
-    examples = toy.sft_examples(cfg["toy.warm_start_examples"], cfg["toy.seed"], cfg["toy.slip_rate"])
+    examples = toy.sft_examples(cfg["toy.warm_start_examples"], cfg["toy.seed"], cfg["toy.slip_rate"],
+                                cfg["toy.early_rate"])
     rows = []
     for ex in examples:
         prompt = tok.apply_chat_template(chat_messages(ex["problem"], cfg), add_generation_prompt=True, tokenize=False)

@@ -41,6 +41,21 @@ def test_every_generated_solution_is_correct_valid_and_labelled_by_its_strategy(
             assert verify(slipped, q["answer"]).correct and not toy.process_valid(q["problem"], slipped)
 
 
+def test_the_sloppy_teacher_stops_early_only_on_three_operand_questions():
+    """`early` boxes the first partial sum: a valid process with a wrong answer (the habit RL can unlearn)."""
+    assert toy.solution((4, 9, 6), "left", early=True) == "4+9=13. \\boxed{13}"
+    assert toy.solution((4, 9, 6), "pair", early=True) == "9+6=15. \\boxed{15}"
+    assert toy.solution((17, 12), "swap", early=True) == "12+17=29. \\boxed{29}"  # nothing to cut
+    assert not verify("4+9=13. \\boxed{13}", "19").correct and toy.process_valid("Compute 4+9+6.", "4+9=13. \\boxed{13}")
+    ex = toy.sft_examples(2000, 2027, slip_rate=0.0, early_rate=0.5)
+    three = [e for e in ex if len(toy.operands_of(e["problem"])) == 3]
+    early = [e for e in three if e["completion"].count("=") == 1]
+    assert 0.45 < len(early) / len(three) < 0.55
+    assert all(e["completion"].count("=") == 1 for e in ex if len(toy.operands_of(e["problem"])) == 2)
+    assert not any(e["completion"].count("=") == 1 for e in toy.sft_examples(500, 2027, 0.0, early_rate=0.0)
+                   if len(toy.operands_of(e["problem"])) == 3)
+
+
 def test_splits_are_disjoint_and_seeded():
     test = {q["problem"] for q in toy.questions("test", 400)}
     train = toy.questions("train", 3000)
