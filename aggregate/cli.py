@@ -60,6 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def read_seed_noise(out: Path) -> list[dict]:
+    """`python -m train.seeds` results written beside the report (seeds-<method>.json), if any."""
+    import json
+
+    found = []
+    for p in sorted(out.glob("seeds-*.json")):
+        try:
+            found.append(json.loads(p.read_text()))
+        except ValueError:
+            continue
+    return found
+
+
 def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = True) -> dict:
     """Aggregate ``ds`` into ``out``; returns the results dict (with timings)."""
     from aggregate import figures, pipeline, report, tables
@@ -68,6 +81,7 @@ def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = Tru
     timings: dict[str, float] = {}
     res = pipeline.run_aggregation(ds, st, timings)
     res["provenance"] = report.provenance()
+    res["seed_noise"] = read_seed_noise(out)
     out.mkdir(parents=True, exist_ok=True)
     t1 = time.perf_counter()
     tabs = tables.build_tables(res, st)

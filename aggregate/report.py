@@ -112,6 +112,7 @@ def summary(res: dict) -> dict[str, Any]:
     return jsonable({"endpoints": eps, "runs": res.get("runs", []), "covariance_fit": res.get("covariance_fit"),
                      "correlations": res.get("correlations", {}), "failure_detector": res.get("failure_detector", {}),
                      "notes": res.get("notes", []), "unavailable": res.get("unavailable", {}),
+                     "seed_noise": res.get("seed_noise", []),
                      "settings": res.get("settings"), "provenance": res.get("provenance"),
                      "timings_s": res.get("timings_s")})
 
@@ -159,6 +160,7 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
                  f"{_f(r.get('mode_retention'), 1)} [{_f(rci[0], 1)}, {_f(rci[1], 1)}] | "
                  f"{pct(r.get('q99_share_success'))}/{pct(r.get('q99_share_failure'))} | "
                  f"{_f(r.get(f'pass_at_{st.pass_k}'), 1)} | {_f(r.get('macro_average'), 2)} |")
+    L += accuracy_lines(res)
     fit = res.get("covariance_fit") or {}
     if fit:
         L += ["", "## Covariance fit (Table A7, Figure 6; `summary.json` → `covariance_fit`)", ""]
@@ -189,9 +191,38 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     return "\n".join(L) + "\n"
 
 
+def _base_accuracy(res: dict) -> dict[str, float]:
+    return {e["scale"]: e["accuracy"] for e in res.get("endpoints", [])
+            if e["method"] == "base" and e.get("accuracy") is not None}
+
+
+def accuracy_lines(res: dict) -> list[str]:
+    """Held-out sampled accuracy (fixed probe, samples.reward) per endpoint, against the base policy, and
+    the run-to-run noise measured by `python -m train.seeds` when its result is beside the report."""
+    eps = res.get("endpoints", [])
+    if not eps:
+        return []
+    base = _base_accuracy(res)
+    L = ["", "## Held-out sampled accuracy on the fixed probe (`samples.reward`; `summary.json` → "
+         "`endpoints[*].accuracy`)", "",
+         "Mean over probe questions of the share of the K samples the verifier accepts (temperature 1.0).", "",
+         "| Endpoint | Sampled accuracy | Change vs base | Token entropy |", "|---|---|---|---|"]
+    for e in eps:
+        b = base.get(e["scale"])
+        delta = f"{e['accuracy'] - b:+.3f}" if b is not None and e["method"] != "base" else "–"
+        L.append(f"| {e['scale']}/{e['method']}/{e['step']} | {_f(e.get('accuracy'))} | {delta} | "
+                 f"{_f(e.get('token_entropy_mean'), 4)} |")
+    for n in res.get("seed_noise", []):
+        L += ["", f"Run-to-run noise (`python -m train.seeds`, {n['method']}, training seeds "
+              f"{', '.join(map(str, n['seeds']))}, {n['questions']} held-out questions x {n['k']}): warm start "
+              f"{n['warm_start']:.3f}, seeds {', '.join(f'{a:.3f}' for a in n['accuracy'])}; mean gain "
+              f"{n['gain']:+.3f}, run-to-run sd {n['sd']:.3f} (gain / sd = {n['gain_over_sd']:.1f})."]
+    return L
+
+
 def terminal_summary(res: dict, st: AggregateSettings) -> str:
     """First reward-conditioned entropy table: per endpoint H+ / H- means, broad, paired [CI], coverage."""
-    head = (f"{'endpoint':<28}{'H_tok+':>8}{'H_tok-':>8}{'broad':>8}{'paired':>8}  "
+    head = (f"{'endpoint':<28}{'acc':>7}{'H_tok+':>8}{'H_tok-':>8}{'broad':>8}{'paired':>8}  "
             f"{'95% CI':<18}{'n_c':>5}{'cov S/F %':>13}")
     lines = [f"Reward-conditioned token entropy (K_r >= {st.min_k_r}; bootstrap {st.bootstrap_resamples})", head,
              "-" * len(head)]
@@ -200,11 +231,17 @@ def terminal_summary(res: dict, st: AggregateSettings) -> str:
         cis = f"[{_f(ci[0])}, {_f(ci[1])}]" if all(isinstance(c, float) and math.isfinite(c) for c in ci) else "–"
         cov = f"{100 * e['coverage_success']:.1f}/{100 * e['coverage_failure']:.1f}"
         name = f"{e['scale']}/{e['method']}/{e['step']}"
-        lines.append(f"{name:<28}{_f(e.get('success_entropy_mean')):>8}{_f(e.get('failure_entropy_mean')):>8}"
+        lines.append(f"{name:<28}{_f(e.get('accuracy')):>7}"
+                     f"{_f(e.get('success_entropy_mean')):>8}{_f(e.get('failure_entropy_mean')):>8}"
                      f"{_f(e.get('broad_ratio')):>8}{_f(e.get('paired_ratio')):>8}  "
                      f"{cis:<18}{e.get('paired_n', 0):>5}{cov:>13}")
     if not res.get("endpoints"):
         lines.append("(no samples table: nothing to show)")
+    else:
+        lines.append("acc: held-out sampled accuracy on the fixed probe (mean verifier reward, temperature 1.0)")
+    for n in res.get("seed_noise", []):
+        lines.append(f"run-to-run noise ({n['method']}, {len(n['seeds'])} training seeds, python -m train.seeds): "
+                     f"gain over the warm start {n['gain']:+.3f}, sd {n['sd']:.3f}")
     for k, v in res.get("unavailable", {}).items():
         lines.append(f"missing: {k}: {v}")
     return "\n".join(lines)

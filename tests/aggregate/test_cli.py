@@ -198,3 +198,25 @@ def test_bad_scale_is_a_clear_error(tmp_path: Path, capsys) -> None:
     (tmp_path / "in").mkdir()
     assert main(["--input", str(tmp_path / "in"), "--output", str(tmp_path / "o"), "--scale", "huge"]) == 2
     assert "valid scales" in capsys.readouterr().err
+
+
+def test_report_shows_sampled_accuracy_against_base_and_the_seed_noise(tmp_path: Path, tiny) -> None:
+    """The accuracy section is computed from the samples table (mean over questions of the per-question
+    success share) and the seeds file beside the report is quoted, not recomputed."""
+    out = tmp_path / "out"
+    out.mkdir()
+    noise = {"method": "grpo", "seeds": [1, 2, 3], "questions": 200, "k": 8, "warm_start": 0.461,
+             "accuracy": [0.552, 0.53, 0.541], "gain": 0.080, "sd": 0.011, "gain_over_sd": 7.3}
+    (out / "seeds-grpo.json").write_text(json.dumps(noise))
+    s, out = _run(tmp_path, tiny)
+    df = tiny["samples"].to_pandas()
+    df["method"], df["question_id"] = df.method.astype(str), df.question_id.astype(str)
+    acc = {(m, int(st)): g.groupby("question_id").reward.mean().mean() for (m, st), g in df.groupby(["method", "step"])}
+    base = acc[("base", 0)]
+    text = (out / "report.md").read_text()
+    for e in s["endpoints"]:
+        assert e["accuracy"] == pytest.approx(acc[(e["method"], e["step"])])
+        if e["method"] != "base":
+            assert f"| {e['scale']}/{e['method']}/{e['step']} | {e['accuracy']:.3f} | {e['accuracy'] - base:+.3f} |" in text
+    assert "run-to-run sd 0.011 (gain / sd = 7.3)" in text and "seeds 0.552, 0.530, 0.541" in text
+    assert s["seed_noise"] == [noise]
