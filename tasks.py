@@ -32,7 +32,7 @@ WHATS = ("greedy", "passk", "probe", "covariance", "all")
 ROLES = ("train", "infer", "aggregate")
 MAX_WORKERS = 8
 # Which environment (and container) runs each entry module.
-ENV_OF = {"rcea.prepare": "train", "train": "train", "infer": "infer", "infer.judge": "infer",
+ENV_OF = {"rcea.prepare": "train", "train": "train", "train.seeds": "train", "infer": "infer", "infer.judge": "infer",
           "aggregate": "aggregate"}
 # Compose services that run one-off commands per environment (see compose.yaml).
 SERVICE_OF = {"train": "train", "infer": "infer-cli", "aggregate": "aggregate"}
@@ -365,10 +365,20 @@ def test(c, args=""):
 
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
-QUICK_OVERRIDES = ("toy.warm_start_steps=700", "train.max_steps=4", "train.save_steps=2",
+QUICK_OVERRIDES = ("toy.warm_start_steps=700", "train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
                    "probe.composition={ toy = 6 }", "probe.n_questions=6", "probe.k=4",
                    "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
                    "aggregate.bootstrap_resamples=200")
+
+
+@task(help={"method": H_METHOD, "seeds": "comma-separated training seeds (at least two)",
+            "questions": "held-out toy questions to measure on", "k": "samples per question"})
+def seeds(c, method="grpo", seeds="1,2,3", questions=200, k=8):
+    """Run-to-run noise at the tiny scale: train one objective from the warm start with several seeds and
+    compare held-out sampled accuracy with the warm start's (writes data/results/tiny/seeds-<method>.md)."""
+    choice("method", method, METHODS)
+    run_all(c, [local_command("train.seeds", ["--method", method, "--seeds", seeds, "--questions", str(questions),
+                                              "--k", str(k)])])
 
 
 @task(help={"quick": "shortened budgets (what CI runs): every stage, a few steps and questions",
@@ -385,26 +395,71 @@ def demo(c, quick=False, methods=",".join(METHODS)):
         os.environ["RCEA_OVERRIDES"] = ";".join([*QUICK_OVERRIDES, *shared])
     stages = demo_stages(parse_methods(methods))
     t0 = time.monotonic()
-    for i, (title, argv) in enumerate(stages, 1):
+    for i, (title, argvs) in enumerate(stages, 1):
         spent = time.monotonic() - t0
         left = f", ~{spent / (i - 1) * (len(stages) - i + 1):.0f}s left" if i > 1 else ""
         print(f"\n=== [{i}/{len(stages)}] {title}  (+{spent:.0f}s{left})", flush=True)
-        run_all(c, [argv])
+        if len(argvs) == 1:
+            run_all(c, argvs)
+        else:
+            run_side_by_side(c, argvs, Path(data_root()) / "logs" / "demo")
     print(f"\n=== demo done in {time.monotonic() - t0:.0f}s")
     print(f"=== report: {data_root()}/results/tiny/report.md (tables/ and figures/ beside it)")
 
 
-def demo_stages(methods) -> list[tuple[str, list[str]]]:
-    stages = [("prepare (tiny model, warm start, training pool)", local_command("rcea.prepare", ["--scale", "tiny"]))]
-    for m in methods:
-        stages.append((f"train {m}", local_command("train", train_args(m, "tiny"))))
+DEMO_TRAIN_JOBS = 2  # objectives trained side by side: each tiny run uses one CPU thread
+
+
+def demo_stages(methods) -> list[tuple[str, list[list[str]]]]:
+    """(title, commands) per stage; a stage with several commands runs them DEMO_TRAIN_JOBS at a time."""
+    stages = [("prepare (tiny model, warm start, training pool)", [local_command("rcea.prepare", ["--scale", "tiny"])])]
+    jobs = f", {DEMO_TRAIN_JOBS} at a time" if len(methods) > 1 else ""
+    stages.append((f"train {', '.join(methods)} ({len(methods)} objective{'s' * (len(methods) > 1)}{jobs})",
+                   [local_command("train", train_args(m, "tiny")) for m in methods]))
     for m in methods:  # each enqueue also plans the base policy's jobs (once)
-        stages.append((f"enqueue {m}", local_command(
-            "infer", ["enqueue", "--scale", "tiny", "--method", m, "--what", "all"])))
-    stages.append(("workers (probe, greedy, pass@k, covariance)", workers_command("tiny")))
-    stages.append(("judge and modes (rule-based in the toy world)", judge_commands("tiny")[0]))
-    stages.append(("aggregate", aggregate_command("tiny")))
+        stages.append((f"enqueue {m}", [local_command(
+            "infer", ["enqueue", "--scale", "tiny", "--method", m, "--what", "all"])]))
+    stages.append(("workers (probe, greedy, pass@k, covariance)", [workers_command("tiny")]))
+    stages.append(("judge and modes (rule-based in the toy world)", [judge_commands("tiny")[0]]))
+    stages.append(("aggregate", [aggregate_command("tiny")]))
     return stages
+
+
+def _log_name(argv) -> str:
+    return "-".join(a for a in argv[argv.index("-m") + 1:] if not a.startswith("-"))[:80].replace("/", "_")
+
+
+def run_side_by_side(c, commands, log_dir: Path, jobs: int = DEMO_TRAIN_JOBS) -> None:
+    """Run commands `jobs` at a time, each logging to its own file; on a failure show that log's tail."""
+    if is_dry(c):
+        run_all(c, commands)
+        return
+    os.chdir(ROOT)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    waiting, running, failed = list(commands), [], []
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            argv = waiting.pop(0)
+            log = log_dir / f"{_log_name(argv)}.log"
+            with log.open("w") as fh:
+                proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT)
+            running.append((argv, log, time.monotonic(), proc))
+            print(f"  started: {sh(argv)}  (log: {log})", flush=True)
+        time.sleep(0.2)
+        for item in [r for r in running if r[3].poll() is not None]:
+            running.remove(item)
+            argv, log, t, proc = item
+            notes = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("[train]")]
+            status = "done" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
+            print(f"  {status} in {time.monotonic() - t:.0f}s: {sh(argv)}"
+                  + "".join(f"\n    {ln}" for ln in notes[-2:]), flush=True)
+            if proc.returncode != 0:
+                failed.append((argv, log))
+    if failed:
+        argv, log = failed[0]
+        lines = log.read_text(errors="replace").splitlines()
+        raise Exit("\n".join(lines[-40:]) + f"\n\n{len(failed)} of {len(commands)} commands failed; first: "
+                   f"{sh(argv)}\nfull log: {log}", code=1)
 
 
 # ---------------------------------------------------------------- doctor (preflight)
