@@ -34,3 +34,11 @@ def test_overrides_and_unknown_keys() -> None:
     assert load_settings("tiny", min_k_r=3).min_k_r == 3
     with pytest.raises(ValueError, match="unknown aggregate setting.*valid"):
         AggregateSettings().replace(min_kr=3)
+
+
+def test_the_dense_trace_benchmark_follows_what_the_scale_evaluates() -> None:
+    """The paper traces greedy MATH500; the toy world evaluates only `toy`, so its trace (Figure 1's
+    accuracy panel, the failure detector) reads that instead of an empty MATH500 trace."""
+    assert load_settings("3b").failure_benchmark == "math500"
+    assert load_settings("tiny").failure_benchmark == "toy"
+    assert load_settings("tiny", failure_benchmark="math500").failure_benchmark == "math500"

@@ -47,7 +47,7 @@ def _table(data: Path, name: str) -> list[dict]:
 
 def test_every_stage_ran_and_the_report_says_where_it_is(demo):
     data, out, _ = demo
-    for stage in ("prepare", "train grpo", "train kl_cov", "workers", "judge", "aggregate"):
+    for stage in ("prepare", "train grpo, kl_cov (2 objectives, 2 at a time)", "workers", "judge", "aggregate"):
         assert f"] {stage}" in out
     assert f"report: {data}/results/tiny/report.md" in out
     results = data / "results" / "tiny"
@@ -94,3 +94,16 @@ def test_second_run_reuses_everything(demo):
     _, _, second = demo
     assert second.count("is complete") >= len(METHODS)  # training reused
     assert "warm start] step" not in second             # the warm start is cached
+
+
+def test_llm_judge_and_codebook_on_the_demo_probe_samples(demo):
+    """Issue 5 on real pipeline output: the LLM judge, codebook pipeline and reconciliation run on the
+    demo's own probe samples against the scripted OpenAI-compatible server, in the infer environment."""
+    data, _, _ = demo
+    env = dict(os.environ, RCEA_DEMO_DATA=str(data), PYTHONPATH=str(ROOT))
+    env.pop("RCEA_DATA", None)
+    r = subprocess.run([str(ROOT / ".envs" / "infer" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "tests/infer/on_demo_probe.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    print(r.stdout[-3000:])
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert "3 passed" in r.stdout

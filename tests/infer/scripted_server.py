@@ -14,6 +14,12 @@ Tasks are recognised by the `TASK: <name>` line of the system message. Markers i
   BADJSON      assignment pass 1 answers malformed text for the whole batch
 Strategies are keywords: factoring, quadratic formula, substitution, graphing.
 
+Toy-world problems ("Compute 17+12.") are answered as a careful model would: the judge calls a solution
+fatal when a written equation is false (or none is written), and a solution's strategy is the order of
+its first equation's operands (operands in order, swapped, left pair first, right pair first, other).
+Real model output carries no markers, so `Script(faults={"GARBLE": {text, ...}, ...})` attaches markers
+to exact solution texts chosen by the test.
+
 Run standalone: python -m tests.infer.scripted_server --port 8011
 """
 
@@ -37,20 +43,68 @@ STRATEGIES = {
 SOLUTION = re.compile(r"### Solution (\w+)\n(.*?)(?=\n### |\Z)", re.S)
 
 
-def strategy(text: str) -> str | None:
+TOY_STRATEGIES = {
+    "toy-forward": ("Operands in order", "Add the operands in the order the problem writes them."),
+    "toy-swap": ("Swapped operands", "Write the second operand first, then add the first."),
+    "toy-left": ("Left pair first", "Add the first two operands, then add the third."),
+    "toy-pair": ("Right pair first", "Add the last two operands first, then add the first."),
+    "toy-other": ("Other order", "Start from an equation that is not one of the ordered pairs."),
+}
+STRATEGIES.update(TOY_STRATEGIES)
+_TOY_PROBLEM = re.compile(r"^Compute (\d+(?:\+\d+){1,2})\.$", re.M)
+_TOY_EQUATION = re.compile(r"(\d+)\s*\+\s*(\d+)\s*=\s*(\d+)")
+
+
+def toy_operands(user: str) -> tuple[int, ...] | None:
+    m = _TOY_PROBLEM.search(user.split("Problem:", 1)[-1][:200])
+    return tuple(int(x) for x in m.group(1).split("+")) if m else None
+
+
+def toy_strategy(ops: tuple[int, ...], text: str) -> str:
+    eq = _TOY_EQUATION.search(text)
+    if eq is None:
+        return "toy-other"
+    first = (int(eq.group(1)), int(eq.group(2)))
+    if len(ops) == 2:
+        return {ops: "toy-forward", ops[::-1]: "toy-swap"}.get(first, "toy-other")
+    return {ops[:2]: "toy-left", ops[1:]: "toy-pair"}.get(first, "toy-other")
+
+
+def toy_fatal(text: str) -> bool:
+    eqs = [tuple(int(x) for x in m.groups()) for m in _TOY_EQUATION.finditer(text)]
+    return not eqs or any(p + q != r for p, q, r in eqs)
+
+
+def strategy(text: str, ops: tuple[int, ...] | None = None) -> str | None:
+    if ops is not None:
+        return toy_strategy(ops, text)
     low = text.lower()
-    hits = [k for k in STRATEGIES if k in low]
+    hits = [k for k in STRATEGIES if not k.startswith("toy-") and k in low]
     return hits[0] if hits else None
 
 
 class Script:
-    def __init__(self, delay: float = 0.0, slow_s: float = 0.15, timeout_sleep_s: float = 3.0):
+    def __init__(self, delay: float = 0.0, slow_s: float = 0.15, timeout_sleep_s: float = 3.0,
+                 faults: dict[str, set[str]] | None = None):
         self.delay, self.slow_s, self.timeout_sleep_s = delay, slow_s, timeout_sleep_s
+        self.faults = {k: {t.strip() for t in v} for k, v in (faults or {}).items()}
         self.attempts: Counter = Counter()
         self.requests = 0
         self.by_task: Counter = Counter()
         self.seen: list[str] = []  # every prompt received (system + user), for blinding checks
         self.lock = threading.Lock()
+
+    def _solutions(self, user: str) -> list[str]:
+        if "<<<" in user:
+            return [user.split("<<<\n", 1)[-1].rsplit("\n>>>", 1)[0]]
+        return [text for _, text in SOLUTION.findall(user)]
+
+    def marked(self, marker: str, text: str) -> bool:
+        """`marker` written in the text, or attached to this exact solution text by `faults`."""
+        return marker in text or text.strip() in self.faults.get(marker, ())
+
+    def _request_marked(self, marker: str, user: str) -> bool:
+        return marker in user or any(self.marked(marker, t) for t in self._solutions(user))
 
     # returns (status, body-text or None, sleep seconds)
     def answer(self, body: dict) -> tuple[int, str, float]:
@@ -66,10 +120,10 @@ class Script:
         task = (re.search(r"TASK: ([\w-]+)", system) or [None, "unknown"])[1]
         with self.lock:
             self.by_task[task] += 1
-        sleep = self.delay + (self.slow_s if "SLOW" in user else 0.0)
-        if "ERR500" in user and n <= 2:
+        sleep = self.delay + (self.slow_s if self._request_marked("SLOW", user) else 0.0)
+        if self._request_marked("ERR500", user) and n <= 2:
             return 500, "", 0.0
-        if "SLOWONCE" in user and n == 1 and task == "validity-judge":
+        if self._request_marked("SLOWONCE", user) and n == 1 and task == "validity-judge":
             sleep += self.timeout_sleep_s  # past a short client timeout; the answer itself is normal
         fn = getattr(self, "task_" + task.replace("-", "_"), None)
         if fn is None:
@@ -77,23 +131,24 @@ class Script:
         return 200, fn(user), sleep
 
     def task_validity_judge(self, user: str) -> str:
-        sol = user.split("<<<", 1)[-1]
-        if "GARBLE" in sol:
+        sol = self._solutions(user)[0]
+        if self.marked("GARBLE", sol):
             return "Looks fine to me, mostly, I think."
-        fatal = "FATAL" in sol
+        fatal = self.marked("FATAL", sol) or (toy_operands(user) is not None and toy_fatal(sol))
         return "<think>checking</think>\n" + json.dumps({"fatal_error": fatal, "reason": "scripted"})
 
     def task_codebook_induce(self, user: str) -> str:
         names, members = [], {}
         sols = SOLUTION.findall(user)
+        ops = toy_operands(user)
         for sid, text in sols:
-            s = strategy(text)
-            if s and "RARE" not in text and s not in names:
+            s = strategy(text, ops)
+            if s and not self.marked("RARE", text) and s not in names:
                 names.append(s)
         for sid, text in sols:
-            s = strategy(text)
+            s = strategy(text, ops)
             if s in names:
-                if "LOCALX" in text and len(names) > 1:  # the local grouping disagrees with later passes
+                if self.marked("LOCALX", text) and len(names) > 1:  # the local grouping disagrees with later passes
                     s = names[(names.index(s) + 1) % len(names)]
                 members.setdefault(s, []).append(sid)
         modes = [{"name": STRATEGIES[s][0], "definition": STRATEGIES[s][1], "members": members.get(s, [])}
@@ -114,18 +169,19 @@ class Script:
     def task_codebook_assign(self, user: str) -> str:
         pass_no = int((re.search(r"Assignment pass: (\d)", user) or [0, "1"])[1])
         cb = self._codebook(user)
-        if pass_no == 1 and "BADJSON" in user:
+        if pass_no == 1 and self._request_marked("BADJSON", user):
             return '{"assignments": [ {"id": "t1", "mode": '
         out = []
         ids = sorted(cb.values(), key=lambda m: int(m[1:]))
+        ops = toy_operands(user)
         for sid, text in SOLUTION.findall(user):
-            s = strategy(text)
-            item = {"id": sid, "confidence": 0.3 if "AMBIG" in text else 0.9}
-            if "UNSURE" in text or s is None:
+            s = strategy(text, ops)
+            item = {"id": sid, "confidence": 0.3 if self.marked("AMBIG", text) else 0.9}
+            if self.marked("UNSURE", text) or s is None:
                 item["mode"] = "UNCERTAIN"
             elif STRATEGIES[s][0] in cb:
                 mid = cb[STRATEGIES[s][0]]
-                if "FLIP" in text and pass_no == 2 and len(ids) > 1:
+                if self.marked("FLIP", text) and pass_no == 2 and len(ids) > 1:
                     mid = ids[(ids.index(mid) + 1) % len(ids)]
                 item["mode"] = mid
             else:
@@ -137,9 +193,10 @@ class Script:
     def task_codebook_arbitrate(self, user: str) -> str:
         cb = self._codebook(user)
         out = []
+        ops = toy_operands(user)
         for sid, text in SOLUTION.findall(user):
-            s = strategy(text)
-            if "UNSURE" in text or s is None:
+            s = strategy(text, ops)
+            if self.marked("UNSURE", text) or s is None:
                 out.append({"id": sid, "mode": "UNCERTAIN", "confidence": 0.2})
             elif STRATEGIES[s][0] in cb:
                 out.append({"id": sid, "mode": cb[STRATEGIES[s][0]], "confidence": 0.95})
@@ -149,8 +206,9 @@ class Script:
         return json.dumps({"assignments": out})
 
     def task_codebook_extend(self, user: str) -> str:
-        out = [{"proposal": pid, "decision": "confirm", "name": name, "definition": STRATEGIES.get(
-            name.lower(), (name, "A distinct method."))[1]}
+        by_name = {v[0]: v[1] for v in STRATEGIES.values()}
+        out = [{"proposal": pid, "decision": "confirm", "name": name,
+                "definition": by_name.get(name, "A distinct method.")}
             for pid, name in re.findall(r"^(P\d+): (.+?) — ", user, re.M)]
         return json.dumps({"decisions": out})
 
