@@ -365,8 +365,8 @@ def test(c, args=""):
 
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
-QUICK_OVERRIDES = ("toy.warm_start_steps=700", "train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
-                   "probe.composition={ toy = 6 }", "probe.n_questions=6", "probe.k=4",
+QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
+                   "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=4",
                    "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
                    "aggregate.bootstrap_resamples=200")
 
