@@ -394,10 +394,11 @@ def demo(c, quick=False, methods=",".join(METHODS)):
         shared = [o for o in os.environ.get("RCEA_OVERRIDES", "").split(";") if o.strip()]
         os.environ["RCEA_OVERRIDES"] = ";".join([*QUICK_OVERRIDES, *shared])
     stages = demo_stages(parse_methods(methods))
+    weights = [stage_weight(title, len(argvs)) for title, argvs in stages]
     t0 = time.monotonic()
     for i, (title, argvs) in enumerate(stages, 1):
-        spent = time.monotonic() - t0
-        left = f", ~{spent / (i - 1) * (len(stages) - i + 1):.0f}s left" if i > 1 else ""
+        spent, done = time.monotonic() - t0, sum(weights[: i - 1])
+        left = f", ~{spent / done * sum(weights[i - 1:]):.0f}s left" if done and spent > 1 else ""
         print(f"\n=== [{i}/{len(stages)}] {title}  (+{spent:.0f}s{left})", flush=True)
         if len(argvs) == 1:
             run_all(c, argvs)
@@ -423,6 +424,16 @@ def demo_stages(methods) -> list[tuple[str, list[list[str]]]]:
     stages.append(("judge and modes (rule-based in the toy world)", [judge_commands("tiny")[0]]))
     stages.append(("aggregate", [aggregate_command("tiny")]))
     return stages
+
+
+# Rough share of the demo's time per stage (measured on 2 cores: prepare ~110 s, each objective ~50 s
+# with two side by side, the workers ~110 s); the "left" estimate scales them by the pace so far.
+STAGE_WEIGHTS = {"prepare": 110.0, "train": 25.0, "enqueue": 2.0, "workers": 110.0, "judge": 10.0, "aggregate": 25.0}
+
+
+def stage_weight(title: str, n_commands: int) -> float:
+    w = STAGE_WEIGHTS.get(title.split()[0], 10.0)
+    return w * n_commands if title.startswith("train") else w
 
 
 def _log_name(argv) -> str:
