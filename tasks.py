@@ -436,6 +436,12 @@ def stage_weight(title: str, n_commands: int) -> float:
     return w * n_commands if title.startswith("train") else w
 
 
+def _read_from(path: Path, offset: int) -> str:
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        return fh.read().decode(errors="replace")
+
+
 def _log_name(argv) -> str:
     return "-".join(a for a in argv[argv.index("-m") + 1:] if not a.startswith("-"))[:80].replace("/", "_")
 
@@ -452,23 +458,26 @@ def run_side_by_side(c, commands, log_dir: Path, jobs: int = DEMO_TRAIN_JOBS) ->
         while waiting and len(running) < jobs:
             argv = waiting.pop(0)
             log = log_dir / f"{_log_name(argv)}.log"
-            with log.open("w") as fh:
+            with log.open("ab") as fh:  # appended: a rerun keeps the earlier runs' logs
+                fh.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {sh(argv)}\n".encode())
+                fh.flush()
+                start = fh.tell()
                 proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT)
-            running.append((argv, log, time.monotonic(), proc))
+            running.append((argv, log, time.monotonic(), proc, start))
             print(f"  started: {sh(argv)}  (log: {log})", flush=True)
         time.sleep(0.2)
         for item in [r for r in running if r[3].poll() is not None]:
             running.remove(item)
-            argv, log, t, proc = item
-            notes = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("[train]")]
+            argv, log, t, proc, start = item
+            notes = [ln for ln in _read_from(log, start).splitlines() if ln.startswith("[train]")]
             status = "done" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
             print(f"  {status} in {time.monotonic() - t:.0f}s: {sh(argv)}"
                   + "".join(f"\n    {ln}" for ln in notes[-2:]), flush=True)
             if proc.returncode != 0:
-                failed.append((argv, log))
+                failed.append((argv, log, start))
     if failed:
-        argv, log = failed[0]
-        lines = log.read_text(errors="replace").splitlines()
+        argv, log, start = failed[0]
+        lines = _read_from(log, start).splitlines()
         raise Exit("\n".join(lines[-40:]) + f"\n\n{len(failed)} of {len(commands)} commands failed; first: "
                    f"{sh(argv)}\nfull log: {log}", code=1)
 

@@ -216,3 +216,22 @@ def test_workers_default_to_num_workers_from_the_environment(capsys, dry, monkey
     monkeypatch.setenv("NUM_WORKERS", "twelve")
     with pytest.raises(Exit, match="valid choices: 1..8"):
         tasks.workers(dry, scale="7b")
+
+
+def test_side_by_side_runs_everything_appends_logs_and_reports_the_first_failure(tmp_path, capsys):
+    ok = [sys.executable, "-m", "json.tool", str(tmp_path / "in.json")]
+    (tmp_path / "in.json").write_text('{"a": [1, 2]}')
+    bad = [sys.executable, "-m", "no_such_module_rcea"]
+    tasks.run_side_by_side(Context(), [ok, ok[:3] + [str(tmp_path / "in.json"), "--compact"]], tmp_path / "logs")
+    out = capsys.readouterr().out
+    assert out.count("  done in ") == 2 and "FAILED" not in out
+    logs = sorted((tmp_path / "logs").glob("*.log"))
+    assert len(logs) == 1  # both commands share the module name: one log, appended in turn
+    tasks.run_side_by_side(Context(), [ok], tmp_path / "logs")
+    text = logs[0].read_text()
+    assert text.count("\n=== ") == 3 and text.count('"a"') == 3  # a rerun keeps the earlier output
+    with pytest.raises(Exit) as exc:
+        tasks.run_side_by_side(Context(), [bad, ok], tmp_path / "logs", jobs=2)
+    msg = str(exc.value.message)
+    assert "1 of 2 commands failed" in msg and "no_such_module_rcea" in msg and "No module named" in msg
+    assert "FAILED (exit 1)" in capsys.readouterr().out
