@@ -242,6 +242,23 @@ def terminal_summary(res: dict, st: AggregateSettings) -> str:
     for n in res.get("seed_noise", []):
         lines.append(f"run-to-run noise ({n['method']}, {len(n['seeds'])} training seeds, python -m train.seeds): "
                      f"gain over the warm start {n['gain']:+.3f}, sd {n['sd']:.3f}")
+    runs = res.get("runs", [])
+    if runs:
+        k = st.pass_k
+        head = f"{'run (final checkpoint)':<28}{'greedy avg %':>13}{f'pass@{k} %':>11}{'retention %':>13}{'q99 S/F %':>13}"
+        lines += ["", "Per objective (Table 1: greedy accuracy, pass@k, mode retention; Table 2: q99 shares)", head,
+                  "-" * len(head)]
+        for r in runs:
+            q99 = (f"{100 * r['q99_share_success']:.1f}/{100 * r['q99_share_failure']:.1f}"
+                   if all(isinstance(r.get(x), float) and math.isfinite(r[x]) for x in
+                          ("q99_share_success", "q99_share_failure")) else "–")
+            name = f"{r['scale']}/{r['method']}{' (failed)' if r.get('failed') else ''}"
+            lines.append(f"{name:<28}{_f(r.get('macro_average'), 1):>13}{_f(r.get(f'pass_at_{k}'), 1):>11}"
+                         f"{_f(r.get('mode_retention'), 1):>13}{q99:>13}")
+    fit = (res.get("covariance_fit") or {}).get("all_nonfailed")
+    if fit:
+        lines.append(f"covariance fit (all non-failed runs): n = {fit['n']}, sign agreement {_f(fit['sign_agreement'])}, "
+                     f"Spearman {_f(fit['spearman'])}, slope {_f(fit['slope'])}, R² {_f(fit['r2'])}")
     for k, v in res.get("unavailable", {}).items():
         lines.append(f"missing: {k}: {v}")
     return "\n".join(lines)

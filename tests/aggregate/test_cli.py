@@ -220,3 +220,15 @@ def test_report_shows_sampled_accuracy_against_base_and_the_seed_noise(tmp_path:
             assert f"| {e['scale']}/{e['method']}/{e['step']} | {e['accuracy']:.3f} | {e['accuracy'] - base:+.3f} |" in text
     assert "run-to-run sd 0.011 (gain / sd = 7.3)" in text and "seeds 0.552, 0.530, 0.541" in text
     assert s["seed_noise"] == [noise]
+
+
+def test_terminal_summary_lists_each_objective_and_the_covariance_fit(tmp_path: Path, tiny, capsys) -> None:
+    s, _ = _run(tmp_path, tiny, extra=[a for a in SMALL if a != "--quiet"])
+    out = capsys.readouterr().out
+    assert "Per objective (Table 1" in out
+    for r in s["runs"]:
+        row = next(ln for ln in out.splitlines() if ln.startswith(f"{r['scale']}/{r['method']} "))
+        cells = row.split()
+        assert cells[1] == f"{r['macro_average']:.1f}" and cells[2] == f"{r['pass_at_4']:.1f}"
+    fit = s["covariance_fit"]["all_nonfailed"]
+    assert f"covariance fit (all non-failed runs): n = {fit['n']}" in out
