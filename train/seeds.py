@@ -8,24 +8,21 @@ process. Prints and writes (data/results/<scale>/seeds-<method>.{json,md}):
     warm start accuracy, each seed's accuracy, their mean and standard deviation (the run-to-run noise),
     the gain (mean - warm start) and gain / sd, plus the evaluation's own binomial standard error.
 
-Each training run goes to data/seeds/<scale>/<method>/seed-<s>-<config hash>/ and is reused when already complete, so
-a rerun only evaluates. The demo's objective runs use `train.seed` from the config; this varies it.
+Each training run goes to data/seeds/<scale>/<method>/seed-<s>-<config hash>/ and is reused when already
+complete, so a rerun only evaluates. The demo's objective runs use `train.seed` from the config; this varies it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 
-def sampled_accuracy(model, tokenizer, cfg, questions: list[dict], k: int, seed: int,
-                     batch: int = 64) -> tuple[float, list[float]]:
-    """Mean verifier reward over k samples per question (temperature 1, top-p 1); per-question means too."""
+def sampled_accuracy(model, tokenizer, cfg, questions: list[dict], k: int, seed: int, batch: int = 64) -> float:
+    """Mean verifier reward over k samples per question (temperature 1, top-p 1)."""
     import torch
 
     from rcea.data import chat_messages
@@ -48,18 +45,14 @@ def sampled_accuracy(model, tokenizer, cfg, questions: list[dict], k: int, seed:
         texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         for (i, _), text in zip(chunk, texts):
             per_q[i] += reward(text, questions[i]["answer"]) / k
-    return sum(per_q) / len(per_q), per_q
+    return sum(per_q) / len(per_q)
 
 
 def _load(cfg, adapter: str | None):
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """The run's policy (`train.run.load_policy`: left-padded tokenizer), with `adapter` merged in."""
+    from train.run import load_policy
 
-    from rcea.tiny import model_path
-
-    base = model_path(cfg)
-    tok = AutoTokenizer.from_pretrained(base, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model, tok = load_policy(cfg)
     if adapter:
         from peft import PeftModel
 
@@ -80,7 +73,8 @@ def report(result: dict) -> str:
     lines += ["", f"- mean over seeds: {s['mean']:.3f}; run-to-run standard deviation: {s['sd']:.3f}",
               f"- gain over the warm start: {s['gain']:+.3f} = {s['gain_over_sd']:.1f} x the run-to-run sd; "
               f"smallest seed's gain {s['min_gain']:+.3f}",
-              f"- verdict: {'RL beats the warm start beyond run-to-run noise' if s['beats_noise'] else 'NOT beyond noise'}"]
+              "- verdict: " + ("RL beats the warm start beyond run-to-run noise" if s["beats_noise"]
+                               else "NOT beyond noise")]
     return "\n".join(lines) + "\n"
 
 
@@ -123,7 +117,7 @@ def main(argv=None) -> int:
     root = data_dir() / "seeds" / args.scale / args.method
     t0 = time.time()
     model, tok = _load(cfg0, None)
-    warm, _ = sampled_accuracy(model, tok, cfg0, questions, args.k, eval_seed)
+    warm = sampled_accuracy(model, tok, cfg0, questions, args.k, eval_seed)
     print(f"[seeds] warm start: sampled accuracy {warm:.3f} ({time.time() - t0:.0f}s)", flush=True)
     accs = []
     for i, seed in enumerate(seeds):
@@ -134,7 +128,7 @@ def main(argv=None) -> int:
         with open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log):
             summary = run_training(cfg, run_dir, log=print)
         model, tok = _load(cfg, summary["final_adapter"])
-        acc, _ = sampled_accuracy(model, tok, cfg, questions, args.k, eval_seed)
+        acc = sampled_accuracy(model, tok, cfg, questions, args.k, eval_seed)
         accs.append(acc)
         print(f"[seeds] seed {seed} ({i + 1}/{len(seeds)}): sampled accuracy {acc:.3f} "
               f"(train {summary['wall_s']:.0f}s; {time.time() - t0:.0f}s so far)", flush=True)
