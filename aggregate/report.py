@@ -123,6 +123,11 @@ def _f(x: Any, d: int = 3) -> str:
     return f"{x:.{d}f}" if isinstance(x, float) else str(x)
 
 
+def _pct(v: Any) -> str:
+    """A share as a percentage with one decimal; "–" when missing or not finite."""
+    return _f(100 * v, 1) if isinstance(v, float) and math.isfinite(v) else "–"
+
+
 def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str, list[str]], inputs: str) -> str:
     """report.md: what each output reproduces, where each number lives, what is missing."""
     L = ["# RCEA aggregation report", "",
@@ -151,14 +156,13 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     for r in res.get("runs", []):
         ci = r.get("paired_ci") or [None, None]
         rci = r.get("mode_retention_ci") or [None, None]
-        pct = lambda v: _f(100 * v, 1) if isinstance(v, float) and math.isfinite(v) else "–"  # noqa: E731
         L.append(f"| {r['scale']}/{r['method']}{' (failed)' if r.get('failed') else ''} | {_f(r.get('probe_step'))} | "
                  f"{_f(r.get('broad_ratio'))} | {_f(r.get('paired_ratio'))} [{_f(ci[0])}, {_f(ci[1])}] | "
                  f"{_f(r.get('paired_n'))} | "
-                 f"{pct(r.get('coverage_success'))}/{pct(r.get('coverage_failure'))} | "
-                 f"{pct(r.get('failure_higher_fraction'))} / {_f(r.get('sign_test_p'), 4)} | "
+                 f"{_pct(r.get('coverage_success'))}/{_pct(r.get('coverage_failure'))} | "
+                 f"{_pct(r.get('failure_higher_fraction'))} / {_f(r.get('sign_test_p'), 4)} | "
                  f"{_f(r.get('mode_retention'), 1)} [{_f(rci[0], 1)}, {_f(rci[1], 1)}] | "
-                 f"{pct(r.get('q99_share_success'))}/{pct(r.get('q99_share_failure'))} | "
+                 f"{_pct(r.get('q99_share_success'))}/{_pct(r.get('q99_share_failure'))} | "
                  f"{_f(r.get(f'pass_at_{st.pass_k}'), 1)} | {_f(r.get('macro_average'), 2)} |")
     L += accuracy_lines(res)
     fit = res.get("covariance_fit") or {}
@@ -245,20 +249,20 @@ def terminal_summary(res: dict, st: AggregateSettings) -> str:
     runs = res.get("runs", [])
     if runs:
         k = st.pass_k
-        head = f"{'run (final checkpoint)':<28}{'greedy avg %':>13}{f'pass@{k} %':>11}{'retention %':>13}{'q99 S/F %':>13}"
+        head = (f"{'run (final checkpoint)':<28}{'greedy avg %':>13}{f'pass@{k} %':>11}{'retention %':>13}"
+                f"{'q99 S/F %':>13}")
         lines += ["", "Per objective (Table 1: greedy accuracy, pass@k, mode retention; Table 2: q99 shares)", head,
                   "-" * len(head)]
         for r in runs:
-            q99 = (f"{100 * r['q99_share_success']:.1f}/{100 * r['q99_share_failure']:.1f}"
-                   if all(isinstance(r.get(x), float) and math.isfinite(r[x]) for x in
-                          ("q99_share_success", "q99_share_failure")) else "–")
+            q99 = f"{_pct(r.get('q99_share_success'))}/{_pct(r.get('q99_share_failure'))}"
             name = f"{r['scale']}/{r['method']}{' (failed)' if r.get('failed') else ''}"
             lines.append(f"{name:<28}{_f(r.get('macro_average'), 1):>13}{_f(r.get(f'pass_at_{k}'), 1):>11}"
                          f"{_f(r.get('mode_retention'), 1):>13}{q99:>13}")
     fit = (res.get("covariance_fit") or {}).get("all_nonfailed")
     if fit:
-        lines.append(f"covariance fit (all non-failed runs): n = {fit['n']}, sign agreement {_f(fit['sign_agreement'])}, "
-                     f"Spearman {_f(fit['spearman'])}, slope {_f(fit['slope'])}, R² {_f(fit['r2'])}")
+        lines.append(f"covariance fit (all non-failed runs): n = {fit['n']}, "
+                     f"sign agreement {_f(fit['sign_agreement'])}, Spearman {_f(fit['spearman'])}, "
+                     f"slope {_f(fit['slope'])}, R² {_f(fit['r2'])}")
     for k, v in res.get("unavailable", {}).items():
         lines.append(f"missing: {k}: {v}")
     return "\n".join(lines)

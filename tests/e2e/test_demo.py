@@ -102,8 +102,9 @@ def test_llm_judge_and_codebook_on_the_demo_probe_samples(demo):
     data, _, _ = demo
     env = dict(os.environ, RCEA_DEMO_DATA=str(data), PYTHONPATH=str(ROOT))
     env.pop("RCEA_DATA", None)
-    r = subprocess.run([str(ROOT / ".envs" / "infer" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "tests/infer/on_demo_probe.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    r = subprocess.run([str(ROOT / ".envs" / "infer" / "bin" / "python"), "-m", "pytest", "-q",
+                        "-p", "no:cacheprovider", "tests/infer/on_demo_probe.py"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     print(r.stdout[-3000:])
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert "3 passed" in r.stdout
