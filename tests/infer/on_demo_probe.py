@@ -4,9 +4,10 @@ Not collected on its own (the name is not test_*.py): `tests/e2e/test_demo.py` r
 infer environment after the shortened demo, with RCEA_DEMO_DATA naming the demo's data folder. Each test
 works on a private copy of the demo's probe tables with `process_valid` and `mode` cleared, so the model
 pipeline fills them from nothing. The scripted server (tests/infer/scripted_server.py) stands in for the
-judge and codebook models: it judges the toy equations and names a strategy by operand order, and each
-test attaches faults (malformed answers, HTTP 500s, a timeout, low confidence, a pass disagreement) to real
-completions it picks. The rule judge and labeller (rcea.toy) give the expected answers independently.
+judge and codebook models: it answers toy problems by the toy world's rules, and each test attaches faults
+(malformed answers, HTTP 500s, a timeout, low confidence, a pass disagreement) to real completions it picks.
+So the rule judge and labeller (rcea.toy) give the expected outputs: what is tested is that the pipeline
+carries the model's answers through faults, retries, arbitration, caching and export without loss.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -25,13 +24,12 @@ import pytest
 
 from infer.codebook import CodebookSettings, Pipeline
 from infer.judge import LLMJudge, run_judge
-from infer.llm import LLMSettings
 from infer.llm_io import export_labels, load_questions, load_samples, load_texts, semantic_dir, traj_id
 from rcea import toy
 from rcea.config import load_config
 from rcea.paths import project_root
 from rcea.store import read_table
-from tests.infer.scripted_server import ScriptedServer
+from tests.infer.scripted_server import ScriptedServer, kill_when_cached, llm_settings as settings
 
 
 @pytest.fixture
@@ -70,11 +68,6 @@ def pick(texts: list[str], n: int, skip: int = 0, where=lambda t: True) -> set[s
     chosen = [t for t in sorted(set(texts)) if where(t)][skip: skip + n]
     assert len(chosen) == n, "the demo left too few distinct accepted completions for this test"
     return set(chosen)
-
-
-def settings(srv, **kw) -> LLMSettings:
-    return LLMSettings(**{"model": "scripted", "base_url": srv.base_url, "progress": False, "backoff_s": 0.01,
-                          "timeout_s": 5.0, **kw})
 
 
 def judge_faults(acc: pd.DataFrame) -> dict[str, set[str]]:
@@ -184,16 +177,6 @@ def _outputs(root: Path):
     return verdicts, table, books, s.sort_values(["method", "step", "question_id", "sample"]).reset_index(drop=True)
 
 
-def _kill_midway(cmd: list[str], env: dict, cache: Path, at: int) -> int:
-    proc = subprocess.Popen(cmd, cwd=project_root(), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list(cache.rglob("*.json"))) < at and proc.poll() is None:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    return len(list(cache.rglob("*.json")))
-
-
 def test_killed_midway_and_rerun_gives_identical_outputs(tmp_path, monkeypatch):
     src = os.environ.get("RCEA_DEMO_DATA")
     if not src:
@@ -216,7 +199,7 @@ def test_killed_midway_and_rerun_gives_identical_outputs(tmp_path, monkeypatch):
             cmd = [sys.executable, "-m", f"infer.{stage}", "run", *common, "--base-url", srv.base_url,
                    "--concurrency", "1"]
             cache = live / "llm_cache" / stage
-            done = _kill_midway(cmd, env, cache, at=max(2, n_total // 3))
+            done = kill_when_cached(cmd, env, cache, at=max(2, n_total // 3))
             assert 2 <= done < n_total, f"the {stage} kill must land midway ({done} of {n_total} answers cached)"
             r = subprocess.run(cmd, cwd=project_root(), env=env, capture_output=True, text=True, timeout=300)
             assert r.returncode == 0, r.stderr[-3000:]

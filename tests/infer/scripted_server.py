@@ -14,9 +14,9 @@ Tasks are recognised by the `TASK: <name>` line of the system message. Markers i
   BADJSON      assignment pass 1 answers malformed text for the whole batch
 Strategies are keywords: factoring, quadratic formula, substitution, graphing.
 
-Toy-world problems ("Compute 17+12.") are answered as a careful model would: the judge calls a solution
-fatal when a written equation is false (or none is written), and a solution's strategy is the order of
-its first equation's operands (operands in order, swapped, left pair first, right pair first, other).
+Toy-world problems ("Compute 17+12.") are answered as a careful model would, by the toy world's own rules
+(rcea.toy): the judge calls a solution fatal when it is not process-valid (a false equation, or none), and
+a solution's strategy is its rule mode (operands in order, swapped, left pair first, right pair first, other).
 Real model output carries no markers, so `Script(faults={"GARBLE": {text, ...}, ...})` attaches markers
 to exact solution texts chosen by the test.
 
@@ -43,6 +43,7 @@ STRATEGIES = {
 SOLUTION = re.compile(r"### Solution (\w+)\n(.*?)(?=\n### |\Z)", re.S)
 
 
+# keyed "toy-<rcea.toy.mode label>", so the math keyword search below never matches them
 TOY_STRATEGIES = {
     "toy-forward": ("Operands in order", "Add the operands in the order the problem writes them."),
     "toy-swap": ("Swapped operands", "Write the second operand first, then add the first."),
@@ -51,33 +52,26 @@ TOY_STRATEGIES = {
     "toy-other": ("Other order", "Start from an equation that is not one of the ordered pairs."),
 }
 STRATEGIES.update(TOY_STRATEGIES)
-_TOY_PROBLEM = re.compile(r"^Compute (\d+(?:\+\d+){1,2})\.$", re.M)
-_TOY_EQUATION = re.compile(r"(\d+)\s*\+\s*(\d+)\s*=\s*(\d+)")
 
 
-def toy_operands(user: str) -> tuple[int, ...] | None:
-    m = _TOY_PROBLEM.search(user.split("Problem:", 1)[-1][:200])
-    return tuple(int(x) for x in m.group(1).split("+")) if m else None
+def toy_problem(user: str) -> str | None:
+    """The toy problem line of a prompt ("Compute 17+12."), or None for any other problem."""
+    from rcea import toy
+
+    line = user.split("Problem:", 1)[-1].strip().split("\n", 1)[0]
+    try:
+        toy.operands_of(line)
+    except ValueError:
+        return None
+    return line
 
 
-def toy_strategy(ops: tuple[int, ...], text: str) -> str:
-    eq = _TOY_EQUATION.search(text)
-    if eq is None:
-        return "toy-other"
-    first = (int(eq.group(1)), int(eq.group(2)))
-    if len(ops) == 2:
-        return {ops: "toy-forward", ops[::-1]: "toy-swap"}.get(first, "toy-other")
-    return {ops[:2]: "toy-left", ops[1:]: "toy-pair"}.get(first, "toy-other")
+def strategy(text: str, problem: str | None = None) -> str | None:
+    """The strategy key of a solution: by rcea.toy's rule for a toy problem, else by math keyword."""
+    if problem is not None:
+        from rcea import toy
 
-
-def toy_fatal(text: str) -> bool:
-    eqs = [tuple(int(x) for x in m.groups()) for m in _TOY_EQUATION.finditer(text)]
-    return not eqs or any(p + q != r for p, q, r in eqs)
-
-
-def strategy(text: str, ops: tuple[int, ...] | None = None) -> str | None:
-    if ops is not None:
-        return toy_strategy(ops, text)
+        return "toy-" + toy.mode(problem, text)
     low = text.lower()
     hits = [k for k in STRATEGIES if not k.startswith("toy-") and k in low]
     return hits[0] if hits else None
@@ -131,22 +125,25 @@ class Script:
         return 200, fn(user), sleep
 
     def task_validity_judge(self, user: str) -> str:
+        from rcea import toy
+
         sol = self._solutions(user)[0]
         if self.marked("GARBLE", sol):
             return "Looks fine to me, mostly, I think."
-        fatal = self.marked("FATAL", sol) or (toy_operands(user) is not None and toy_fatal(sol))
+        problem = toy_problem(user)
+        fatal = self.marked("FATAL", sol) or (problem is not None and not toy.process_valid(problem, sol))
         return "<think>checking</think>\n" + json.dumps({"fatal_error": fatal, "reason": "scripted"})
 
     def task_codebook_induce(self, user: str) -> str:
         names, members = [], {}
         sols = SOLUTION.findall(user)
-        ops = toy_operands(user)
+        problem = toy_problem(user)
         for sid, text in sols:
-            s = strategy(text, ops)
+            s = strategy(text, problem)
             if s and not self.marked("RARE", text) and s not in names:
                 names.append(s)
         for sid, text in sols:
-            s = strategy(text, ops)
+            s = strategy(text, problem)
             if s in names:
                 if self.marked("LOCALX", text) and len(names) > 1:  # the local grouping disagrees with later passes
                     s = names[(names.index(s) + 1) % len(names)]
@@ -173,9 +170,9 @@ class Script:
             return '{"assignments": [ {"id": "t1", "mode": '
         out = []
         ids = sorted(cb.values(), key=lambda m: int(m[1:]))
-        ops = toy_operands(user)
+        problem = toy_problem(user)
         for sid, text in SOLUTION.findall(user):
-            s = strategy(text, ops)
+            s = strategy(text, problem)
             item = {"id": sid, "confidence": 0.3 if self.marked("AMBIG", text) else 0.9}
             if self.marked("UNSURE", text) or s is None:
                 item["mode"] = "UNCERTAIN"
@@ -193,9 +190,9 @@ class Script:
     def task_codebook_arbitrate(self, user: str) -> str:
         cb = self._codebook(user)
         out = []
-        ops = toy_operands(user)
+        problem = toy_problem(user)
         for sid, text in SOLUTION.findall(user):
-            s = strategy(text, ops)
+            s = strategy(text, problem)
             if self.marked("UNSURE", text) or s is None:
                 out.append({"id": sid, "mode": "UNCERTAIN", "confidence": 0.2})
             elif STRATEGIES[s][0] in cb:
@@ -242,6 +239,33 @@ def make_handler(script: Script):
             except (BrokenPipeError, ConnectionResetError):
                 pass
     return Handler
+
+
+def llm_settings(srv: "ScriptedServer", **kw):
+    """Client settings for the scripted server: no progress bar, fast backoff, a 5 s timeout unless given."""
+    from infer.llm import LLMSettings
+
+    return LLMSettings(**{"model": "scripted", "base_url": srv.base_url, "progress": False, "backoff_s": 0.01,
+                          "timeout_s": 5.0, **kw})
+
+
+def kill_when_cached(cmd: list[str], env: dict, cache, at: int, timeout_s: float = 120.0) -> int:
+    """Start `cmd`, SIGKILL it once `cache` holds `at` answers (or it exits, or time runs out); returns how
+    many answers were cached by then."""
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    from rcea.paths import project_root
+
+    cache = Path(cache)
+    proc = subprocess.Popen(cmd, cwd=project_root(), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and len(list(cache.rglob("*.json"))) < at and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return len(list(cache.rglob("*.json")))
 
 
 class ScriptedServer:

@@ -3,26 +3,18 @@ extend, export; a second run makes no call; a run killed midway resumes to ident
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
 
 from infer.codebook import CodebookSettings, ModeLabeller, Pipeline, run_labeller
 from infer.judge import LLMJudge, run_judge
-from infer.llm import LLMSettings
 from infer.llm_io import load_samples, semantic_dir
 from rcea.paths import project_root
 from rcea.store import read_table
-from tests.infer.scripted_server import ScriptedServer, write_probe_fixture
-
-
-def llm(srv, **kw):
-    return LLMSettings(**{"model": "scripted", "base_url": srv.base_url, "progress": False, "backoff_s": 0.01,
-                          "timeout_s": 5.0, **kw})
+from tests.infer.scripted_server import ScriptedServer, kill_when_cached, llm_settings as llm, write_probe_fixture
 
 
 def judged(root, monkeypatch):
@@ -97,14 +89,7 @@ def test_killed_midway_resumes_identically(tmp_path, monkeypatch):
            "--concurrency", "1", "--no-progress"]
     env = {**os.environ, "RCEA_DATA": str(live)}
     with ScriptedServer(delay=0.1) as srv:
-        proc = subprocess.Popen(cmd + ["--base-url", srv.base_url], cwd=project_root(), env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.time() + 60
-        while time.time() < deadline and len(list(cache.rglob("*.json"))) < 8:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        done_before = len(list(cache.rglob("*.json")))
+        done_before = kill_when_cached(cmd + ["--base-url", srv.base_url], env, cache, at=8, timeout_s=60)
         assert 8 <= done_before < n_requests, "the kill must land midway"
         assert not (live / "infer" / "tiny" / "semantic" / "codebook" / "assignments.parquet").exists()
         r = subprocess.run(cmd + ["--base-url", srv.base_url], cwd=project_root(), env=env, capture_output=True,
