@@ -90,9 +90,8 @@ def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettin
         known: dict[str, Any] = {}
         if "passk.n" in cfg:  # the paper reports pass@n with k = n = 64; small scales sample fewer
             known["pass_k"] = int(cfg["passk.n"])
-        benches = list(cfg["eval.benchmarks"]) if "eval.benchmarks" in cfg else []
-        if benches and base.failure_benchmark not in benches:  # the toy world: trace what it evaluates
-            known["failure_benchmark"] = benches[0]
+        if "eval.trace_benchmark" in cfg:  # the dense trace infer/plan.py schedules (the toy world: toy)
+            known["failure_benchmark"] = cfg["eval.trace_benchmark"]
         for f in dataclasses.fields(base):
             names = [f.name] + [k for k, v in CONFIG_ALIASES.items() if v == f.name]
             for name in names:

@@ -3,8 +3,9 @@
 Checkpoints are the complete LoRA adapter folders under data/train/<scale>/<method>/checkpoints/
 checkpoint-<step>/ plus the base policy (method `base`, step 0). The run length is the `max_steps` of
 the newest trainer_state.json (else `train.max_steps`, else the newest step). Milestones are the
-checkpoints nearest 25/50/75/100% of the run; the dense MATH500 trace uses the checkpoints nearest
-j/dense_points of the run, j = 1..dense_points (ties go to the later checkpoint).
+checkpoints nearest 25/50/75/100% of the run; the dense greedy trace (`eval.trace_benchmark`, MATH500
+in the paper) uses the checkpoints nearest j/dense_points of the run, j = 1..dense_points (ties go to
+the later checkpoint).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> 
     if "greedy" in kinds:   # cost ~ generated tokens: the scheduler runs the longest jobs first
         cap = cfg["eval.questions_per_benchmark"]
         for ck in [BASE] + sorted(set(miles) | set(dense), key=lambda c: c.step):
-            benches = list(cfg["eval.benchmarks"]) if (ck is BASE or ck in miles) else ["math500"]
+            benches = list(cfg["eval.benchmarks"]) if (ck is BASE or ck in miles) else [cfg["eval.trace_benchmark"]]
             add("greedy", ck, sum(n_questions(b, cap) for b in benches) * cfg["eval.max_new_tokens"],
                 benchmarks=benches)
     if "passk" in kinds:

@@ -38,7 +38,8 @@ def test_overrides_and_unknown_keys() -> None:
 
 def test_the_dense_trace_benchmark_follows_what_the_scale_evaluates() -> None:
     """The paper traces greedy MATH500; the toy world evaluates only `toy`, so its trace (Figure 1's
-    accuracy panel, the failure detector) reads that instead of an empty MATH500 trace."""
+    accuracy panel, the failure detector) reads that instead of an empty MATH500 trace: the same
+    `eval.trace_benchmark` the planner schedules the dense trace on."""
     assert load_settings("3b").failure_benchmark == "math500"
     assert load_settings("tiny").failure_benchmark == "toy"
     assert load_settings("tiny", failure_benchmark="math500").failure_benchmark == "math500"
