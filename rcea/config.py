@@ -214,7 +214,15 @@ def load_config(scale: str, method: str | None = None, overrides: Iterable[str] 
     for text in [*env_overrides(), *overrides]:
         key, value = parse_override(text)
         apply(key, value, f"override {text!r}")
+    _check_ranges(settings)
     return Config(scale, method, settings, sources)
+
+
+def _check_ranges(settings: dict[str, Setting]) -> None:
+    """Settings whose type alone does not say what is valid (after every override is applied)."""
+    steps = settings.get("train.max_steps")
+    if steps is not None and steps.value != -1 and steps.value < 1:
+        raise ConfigError(f"train.max_steps must be -1 (derived from epochs) or >= 1, got {steps.value}")
 
 
 def _settings_from_plain(table: dict, settings: dict[str, Setting], where: str = "") -> dict[str, Any]:

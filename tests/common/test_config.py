@@ -31,11 +31,20 @@ def test_paper_values_survive_on_real_scales():
     ("tiny", None, ("train.max_steps=abc",), "must be int"),
     ("tiny", None, ("train.use_vllm=1",), "must be bool"),
     ("tiny", None, ("train.max_steps",), "section.key=value"),
+    ("tiny", None, ("train.max_steps=-2",), "train.max_steps must be -1"),
+    ("tiny", None, ("train.max_steps=0",), "train.max_steps must be -1"),
 ])
 def test_bad_configuration_names_the_valid_choices(scale, method, overrides, needle):
     with pytest.raises(ConfigError) as err:
         load_config(scale, method, overrides)
     assert needle in str(err.value)
+
+
+def test_max_steps_accepts_minus_one_and_positive_counts():
+    assert load_config("tiny", None, ["train.max_steps=-1"])["train.max_steps"] == -1
+    assert load_config("tiny", None, ["train.max_steps=1"])["train.max_steps"] == 1
+    with pytest.raises(ConfigError, match=r"train.max_steps must be -1 \(derived from epochs\) or >= 1, got -5"):
+        load_config("tiny", None, ["train.max_steps=-5"])
 
 
 def test_overrides_are_typed_and_keep_status():
