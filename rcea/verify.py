@@ -8,7 +8,8 @@ eval'd or exec'd.
 
 Batch use: `python -m rcea.verify < in.jsonl > out.jsonl`, one `{"completion": str, "reference": str}`
 per line (optional `"timeout"`: number) -> one `{"correct": bool, "extracted": str|null}` per line, in
-order; a malformed line gives `{"error": "..."}` and the run goes on.
+order; a malformed line (bad JSON, missing keys, text that cannot be encoded) gives `{"error": "..."}`
+(or ASCII-escaped output) and the run goes on. Without math-verify importable it exits 2 at start.
 """
 
 from __future__ import annotations
@@ -88,17 +89,48 @@ def _process_line(line: str) -> dict:
     return {"correct": res.correct, "extracted": res.extracted}
 
 
+def _dumps(out: dict, encoding: str) -> str:
+    """One output line; falls back to ASCII escapes when the text cannot be encoded (a lone surrogate)."""
+    text = json.dumps(out, ensure_ascii=False)
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        text = json.dumps(out)  # \\uXXXX escapes: still one valid JSON line
+    return text + "\n"
+
+
+def _math_verify_missing() -> str | None:
+    """Why math-verify cannot be used here (None if it imports)."""
+    try:
+        import latex2sympy2_extended  # noqa: F401
+        import math_verify  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
 def main(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
-    """Batch CLI: JSON lines in, one JSON verdict line out per input line, flushed per line."""
+    """Batch CLI: JSON lines in, one JSON verdict line out per input line, flushed per line.
+
+    Exit 2 at start (nothing read) when math-verify is not importable: without it only the lines
+    decided by string comparison would be answered."""
+    why = _math_verify_missing()
+    if why:
+        sys.stderr.write(
+            f"rcea.verify: math-verify is not importable in this environment ({sys.executable}: {why}).\n"
+            "Run the verifier in the infer environment: .envs/infer/bin/python -m rcea.verify "
+            "(set it up with scripts/bootstrap infer), or in the infer image.\n")
+        return 2
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    encoding = getattr(stdout, "encoding", None) or "utf-8"
     warmup()
     for line in stdin:
         try:
-            out = _process_line(line)
+            text = _dumps(_process_line(line), encoding)
         except Exception as exc:  # keep going: one bad line must not stop the batch
-            out = {"error": f"{type(exc).__name__}: {exc}"}
-        stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+            text = _dumps({"error": f"{type(exc).__name__}: {exc}"}, encoding)
+        stdout.write(text)
         stdout.flush()
     return 0
 

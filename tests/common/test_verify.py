@@ -302,3 +302,36 @@ def test_batch_cli_answers_each_line_in_order_and_flushes():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_batch_cli_survives_a_lone_surrogate_and_keeps_going():
+    """A completion holding a lone surrogate cannot be written as UTF-8: that line gets one answer
+    (an error or a verdict, never a crash) and every later line is still answered."""
+    lines = [json.dumps({"completion": box("\ud800"), "reference": "5"}),
+             json.dumps({"completion": "\ud800 " + box("5"), "reference": "5"}),
+             "{not json",
+             json.dumps({"reference": "5"}),
+             json.dumps({"completion": box("5"), "reference": "5"})]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "rcea.verify"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert len(got) == len(lines), proc.stdout
+    assert set(got[0]) == {"error"} or set(got[0]) == {"correct", "extracted"}
+    assert got[1] == {"correct": True, "extracted": "5"}
+    assert set(got[2]) == {"error"} and "bad JSON" in got[2]["error"]
+    assert set(got[3]) == {"error"} and "completion" in got[3]["error"]
+    assert got[4] == {"correct": True, "extracted": "5"}
+
+
+def test_batch_cli_refuses_to_start_without_math_verify(tmp_path):
+    """An environment where math-verify does not import: refuse at start (exit 2), naming the
+    environment to use, instead of answering the string-comparable lines and failing the others."""
+    (tmp_path / "math_verify.py").write_text("raise ImportError(\"No module named 'math_verify'\")\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    proc = subprocess.run([sys.executable, "-m", "rcea.verify"],
+                          input=json.dumps({"completion": box("5"), "reference": "5"}) + "\n",
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "math-verify" in proc.stderr and ".envs/infer/bin/python -m rcea.verify" in proc.stderr
