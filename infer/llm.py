@@ -4,7 +4,9 @@ Every call goes through the `openai` client to the endpoint named in configurati
 vLLM OpenAI server, or a remote API for the codebook model). Each response is cached on the shared
 volume under the SHA-256 of (model, messages, parameters, variant), one JSON file per call written
 atomically, so a rerun or a resumed run makes no repeated call. Timeouts, connection errors, 429
-and 5xx are retried with exponential backoff; other errors are returned (not cached) as failures.
+and 5xx are retried with exponential backoff, or after the server's `Retry-After` (seconds or an HTTP
+date, capped at `max_retry_after_s`); other errors, and a 200 whose body is not a chat completion
+(an HTML proxy page), are returned (not cached) as failures whose message names the cause.
 The API key comes from an environment variable or a secret file and is never logged or stored.
 
 WARNING: responses are untrusted model output. They are only ever parsed as JSON with size limits
@@ -19,6 +21,7 @@ import os
 import re
 import threading
 import time
+from email.utils import parsedate_to_datetime
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +47,7 @@ class LLMSettings:
     timeout_s: float = 120.0
     max_retries: int = 5
     backoff_s: float = 1.0
+    max_retry_after_s: float = 60.0  # a server's Retry-After is obeyed up to this many seconds
     progress: bool = True
 
     @classmethod
@@ -102,6 +106,38 @@ def _transient(exc: Exception) -> bool:
     return isinstance(status, int) and (status == 429 or status >= 500)
 
 
+class NotACompletion(Exception):
+    """An HTTP 200 whose body is not a chat completion (not retried: the message names what came)."""
+
+
+def _content(out: Any) -> tuple[str, str | None]:
+    """(text, finish_reason) of a chat completion; NotACompletion for anything else (the openai
+    client hands back the raw body as a string when the server does not answer JSON)."""
+    choices = getattr(out, "choices", None)
+    if not choices:
+        body = out if isinstance(out, str) else repr(out)
+        kind = "HTML" if body.lstrip()[:1] == "<" else "a body that is not a chat completion"
+        raise NotACompletion(f"server answered {kind}, not JSON: {body.strip()[:80]}")
+    return (choices[0].message.content or "")[:MAX_RESPONSE_CHARS], choices[0].finish_reason
+
+
+def retry_after_s(exc: Exception, now: float | None = None) -> float | None:
+    """Seconds the server asked to wait (`Retry-After`: seconds or an HTTP date), None if it did not say."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    value = headers.get("retry-after") if headers is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
 @dataclass
 class LLMClient:
     settings: LLMSettings
@@ -147,17 +183,22 @@ class LLMClient:
             try:
                 out = self._openai().chat.completions.create(model=self.settings.model, messages=req.messages,
                                                              **req.params)
-                text = (out.choices[0].message.content or "")[:MAX_RESPONSE_CHARS]
+                text, finish = _content(out)
                 atomic_write_json(self._path(key), {
                     "key": key, "model": self.settings.model, "params": req.params, "variant": req.variant,
                     "messages_sha256": hashlib.sha256(json.dumps(req.messages, sort_keys=True).encode()).hexdigest(),
-                    "text": text, "finish_reason": out.choices[0].finish_reason, "attempts": attempt + 1})
+                    "text": text, "finish_reason": finish, "attempts": attempt + 1})
                 return Response(key, text)
+            except NotACompletion as exc:
+                last = str(exc)
+                break
             except Exception as exc:  # noqa: BLE001 - classified below
                 last = f"{type(exc).__name__}: {getattr(exc, 'status_code', '')}".strip()
                 if not _transient(exc) or attempt == self.settings.max_retries:
                     break
-                time.sleep(self.settings.backoff_s * 2 ** attempt)
+                asked = retry_after_s(exc)
+                time.sleep(self.settings.backoff_s * 2 ** attempt if asked is None
+                           else min(asked, self.settings.max_retry_after_s))
         with self._lock:
             self.failures += 1
         return Response(key, None, error=last)

@@ -12,6 +12,8 @@ Tasks are recognised by the `TASK: <name>` line of the system message. Markers i
   RARE         induction ignores its strategy (so assignment proposes NEW)
   LOCALX       induction lists it under another mode (local assignment disagrees)
   BADJSON      assignment pass 1 answers malformed text for the whole batch
+  RATE429      first attempt answers HTTP 429 with `Retry-After: <Script.retry_after>`
+  HTML200      every attempt answers HTTP 200 with an HTML page (a proxy's error page), not JSON
 Strategies are keywords: factoring, quadratic formula, substitution, graphing.
 
 Toy-world problems ("Compute 17+12.") are answered as a careful model would, by the toy world's own rules
@@ -77,10 +79,28 @@ def strategy(text: str, problem: str | None = None) -> str | None:
     return hits[0] if hits else None
 
 
+HTML_PAGE = "<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>upstream down</body></html>"
+
+
+class Raw(str):
+    """A reply body sent verbatim (not wrapped in a chat completion), with its content type and headers."""
+
+    content_type = "application/json"
+    headers: dict[str, str] = {}
+
+
+def raw(body: str, content_type: str, **headers: str) -> Raw:
+    r = Raw(body)
+    r.content_type, r.headers = content_type, headers
+    return r
+
+
 class Script:
     def __init__(self, delay: float = 0.0, slow_s: float = 0.15, timeout_sleep_s: float = 3.0,
-                 faults: dict[str, set[str]] | None = None):
+                 faults: dict[str, set[str]] | None = None, retry_after: str = "1"):
         self.delay, self.slow_s, self.timeout_sleep_s = delay, slow_s, timeout_sleep_s
+        self.retry_after = retry_after
+        self.times: list[float] = []  # monotonic arrival time of every request
         self.faults = {k: {t.strip() for t in v} for k, v in (faults or {}).items()}
         self.attempts: Counter = Counter()
         self.requests = 0
@@ -108,6 +128,7 @@ class Script:
         key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         with self.lock:
             self.requests += 1
+            self.times.append(time.monotonic())
             self.seen.append(system + "\n" + user)
             self.attempts[key] += 1
             n = self.attempts[key]
@@ -117,6 +138,11 @@ class Script:
         sleep = self.delay + (self.slow_s if self._request_marked("SLOW", user) else 0.0)
         if self._request_marked("ERR500", user) and n <= 2:
             return 500, "", 0.0
+        if self._request_marked("RATE429", user) and n == 1:
+            return 429, raw(json.dumps({"error": {"message": "slow down", "type": "rate_limit"}}),
+                            "application/json", **{"Retry-After": self.retry_after}), 0.0
+        if self._request_marked("HTML200", user):
+            return 200, raw(HTML_PAGE, "text/html; charset=utf-8"), 0.0
         if self._request_marked("SLOWONCE", user) and n == 1 and task == "validity-judge":
             sleep += self.timeout_sleep_s  # past a short client timeout; the answer itself is normal
         fn = getattr(self, "task_" + task.replace("-", "_"), None)
@@ -221,7 +247,10 @@ def make_handler(script: Script):
             status, text, sleep = script.answer(body)
             if sleep:
                 time.sleep(sleep)
-            if status != 200:
+            ctype, headers = "application/json", {}
+            if isinstance(text, Raw):
+                payload, ctype, headers = text.encode(), text.content_type, text.headers
+            elif status != 200:
                 payload = json.dumps({"error": {"message": "scripted failure", "type": "server_error"}}).encode()
             else:
                 payload = json.dumps({
@@ -232,7 +261,9 @@ def make_handler(script: Script):
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", ctype)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)

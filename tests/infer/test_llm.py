@@ -89,3 +89,38 @@ def test_requests_run_concurrently(tmp_path):
         t0 = time.perf_counter()
         c1.complete_many([judge_req(f"item {i}") for i in range(4)])
         assert time.perf_counter() - t0 >= 4 * 0.4
+
+
+def _gap(srv) -> float:
+    """Seconds between the first and the second request the server received."""
+    return srv.script.times[1] - srv.script.times[0]
+
+
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
+def test_retry_after_is_honoured(tmp_path, form):
+    """A 429 asking for a wait gets it, however short the client's own backoff (0.01 s here)."""
+    from email.utils import formatdate
+
+    value = "2" if form == "seconds" else formatdate(time.time() + 3, usegmt=True)
+    with ScriptedServer(retry_after=value) as srv:
+        c = LLMClient(settings(srv), tmp_path / "cache")
+        r = c.complete_many([judge_req("RATE429 a")])[0]
+        assert r.ok and c.calls == 2
+        assert 1.5 <= _gap(srv) < 4.5  # an HTTP date has whole seconds: 2..3 s from the first answer
+
+
+def test_retry_after_is_bounded(tmp_path):
+    with ScriptedServer(retry_after="3600") as srv:
+        c = LLMClient(settings(srv, max_retry_after_s=0.3), tmp_path / "cache")
+        assert c.complete_many([judge_req("RATE429 b")])[0].ok
+        assert 0.25 <= _gap(srv) < 2.0
+
+
+def test_html_answer_names_the_cause(tmp_path):
+    """An HTTP 200 with an HTML page (a proxy's error page) is a failure that says so, not a crash."""
+    with ScriptedServer() as srv:
+        c = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
+        r = c.complete_many([judge_req("HTML200 c")])[0]
+        assert not r.ok
+        assert r.error.startswith("server answered HTML, not JSON: <!DOCTYPE html><html><head><title>502"), r.error
+        assert not list((tmp_path / "cache").rglob("*.json"))
