@@ -512,6 +512,8 @@ def gather_facts(path: Path = ROOT) -> dict:
         facts["shm_bytes"] = None
     facts["free_bytes"] = shutil.disk_usage(path).free
     facts["data_writable"] = os.access(path / "data" if (path / "data").exists() else path, os.W_OK)
+    from rcea.data import benchmark_counts
+    facts["benchmarks"] = benchmark_counts()  # {name: records or the error}; json only, no `datasets`
     return facts
 
 
@@ -553,6 +555,14 @@ def evaluate(facts: dict, num_workers: int = MAX_WORKERS, min_disk_gb: int = 100
     checks.append(Check("disk", level, f"{free:.0f} GiB free (3b/7b want {min_disk_gb}, tiny {TINY_DISK_GB})",
                         "" if level == "ok" else "free space, or move Docker's data-root and the volumes "
                         "to a larger disk"))
+    from rcea.data import BENCHMARK_COUNTS
+    bench = facts["benchmarks"]
+    bad = {n: bench.get(n, "missing") for n in BENCHMARK_COUNTS if bench.get(n) != BENCHMARK_COUNTS[n]}
+    checks.append(Check("benchmarks", "fail" if bad else "ok",
+                        "; ".join(f"{n}: {v}" for n, v in bad.items()) if bad else
+                        "mathdata/ loads: " + ", ".join(f"{n} {c}" for n, c in BENCHMARK_COUNTS.items()),
+                        "restore the shipped files: git checkout -- mathdata (hashes in mathdata/PROVENANCE.md)"
+                        if bad else ""))
     if volumes_ok is None:
         checks.append(Check("volumes", "ok" if facts["data_writable"] else "fail",
                             "local data/ writable" + ("" if facts["engine"] else

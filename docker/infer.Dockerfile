@@ -36,6 +36,7 @@ RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 
 
 WORKDIR /workspace
 COPY rcea /workspace/rcea
+COPY mathdata /workspace/mathdata
 COPY infer /workspace/infer
 COPY configs /workspace/configs
 USER ${APP_UID}:${APP_GID}

@@ -1,7 +1,7 @@
 """Data loading through the `datasets` library: benchmarks, the training pool, the frozen id lists.
 
-Offline files live in `../shared/data` (see its PROVENANCE.md); real scales read the hub pool named in
-the configuration. Every record needs a non-empty `problem` and `answer`: a record without one stops
+The benchmarks and the offline training sample are files of the project, under `mathdata/` (sources,
+licences and hashes in mathdata/PROVENANCE.md); real scales read the hub pool named in the configuration. Every record needs a non-empty `problem` and `answer`: a record without one stops
 the load with the file, line and id.
 """
 
@@ -12,9 +12,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rcea.paths import data_dir, shared_dir
+from rcea.paths import data_dir, mathdata_dir
 
 BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math", "toy")  # toy: rcea/toy.py held-out set
+# Records per shipped benchmark file (mathdata/PROVENANCE.md); `invoke doctor` checks the files against them.
+BENCHMARK_COUNTS = {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40, "minerva_math": 272}
 FROZEN = Path(__file__).resolve().parent / "frozen"
 
 
@@ -25,7 +27,8 @@ class DataError(ValueError):
 def _check_jsonl(path: Path) -> int:
     """Validate every line of a JSON Lines file before `datasets` reads it; returns the record count."""
     if not path.exists():
-        raise DataError(f"missing data file {path}; the offline data lives in ../shared/data (set RCEA_SHARED)")
+        raise DataError(f"missing data file {path}; the project ships it under mathdata/ "
+                        "(restore it with `git checkout -- mathdata`)")
     count = 0
     with path.open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, 1):
@@ -57,10 +60,21 @@ def _load_json_files(paths: list[Path]):
     return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
+def benchmark_counts() -> dict[str, int | str]:
+    """Per shipped benchmark: its validated record count, or the error that stops its load (no `datasets`)."""
+    out: dict[str, int | str] = {}
+    for name in BENCHMARK_COUNTS:
+        try:
+            out[name] = _check_jsonl(benchmark_path(name))
+        except (DataError, OSError, UnicodeDecodeError) as exc:
+            out[name] = str(exc)
+    return out
+
+
 def benchmark_path(name: str) -> Path:
     if name not in BENCHMARKS:
         raise DataError(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
-    return shared_dir() / "data" / "benchmarks" / f"{name}.jsonl"
+    return mathdata_dir() / "benchmarks" / f"{name}.jsonl"
 
 
 @lru_cache(maxsize=None)
@@ -133,7 +147,7 @@ def _problem_text(record: dict) -> str | None:
 
 
 def load_train_records(cfg, tokenizer=None) -> list[dict[str, Any]]:
-    """The training pool, filtered and drawn as decisions.md states.
+    """The training pool, filtered and drawn as the `data.*` settings say (docs/settings.md).
 
     Filter: drop records without an extractable reference answer, and (given the policy tokenizer)
     prompts longer than `data.max_prompt_tokens` after the chat template. Draw: `data.draw_size`
@@ -143,7 +157,7 @@ def load_train_records(cfg, tokenizer=None) -> list[dict[str, Any]]:
         from rcea import toy
         return toy.questions("train", cfg["data.draw_size"], seed=cfg["toy.seed"])
     if cfg["data.use_offline"]:
-        files = [shared_dir() / "data" / f for f in cfg["data.offline_train_files"]]
+        files = [mathdata_dir() / f for f in cfg["data.offline_train_files"]]
         ds = _load_json_files(files)
     else:
         import datasets

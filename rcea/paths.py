@@ -11,10 +11,9 @@ def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
-def shared_dir() -> Path:
-    """Reference material: `RCEA_SHARED`, else `../shared` beside the project root."""
-    env = os.environ.get("RCEA_SHARED")
-    return Path(env).resolve() if env else (project_root().parent / "shared").resolve()
+def mathdata_dir() -> Path:
+    """The benchmark and offline training files shipped with the project (`mathdata/`, see its PROVENANCE.md)."""
+    return project_root() / "mathdata"
 
 
 def data_dir() -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rcea.paths import data_dir, shared_dir
+from rcea.paths import data_dir, mathdata_dir
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -21,7 +21,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def _corpus(limit: int = 4000) -> list[str]:
     texts: list[str] = []
-    for path in sorted((shared_dir() / "data").glob("*/*.jsonl")):
+    for path in sorted(mathdata_dir().glob("*/*.jsonl")):
         with path.open(encoding="utf-8") as fh:
             for line in fh:
                 rec = json.loads(line)

@@ -101,10 +101,22 @@ def test_installs_only_from_its_hashed_lockfile(role):
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_copies_rcea_and_only_its_own_role_package(role):
-    copied = {c.split()[0] for c in instructions(role, "COPY") if not c.startswith("--from")}
-    assert {"rcea", role, "configs"} <= copied
+def test_copies_rcea_the_data_and_only_its_own_role_package(role):
+    copies = [c.split() for c in instructions(role, "COPY") if not c.startswith("--from")]
+    copied = {c[0] for c in copies}
+    assert {"rcea", "mathdata", role, "configs"} <= copied  # mathdata/: the benchmarks every role may load
+    assert ["mathdata", "/workspace/mathdata"] in copies and ["rcea", "/workspace/rcea"] in copies
     assert not ({"train", "infer", "aggregate"} - {role}) & copied
+
+
+def test_the_build_context_keeps_the_data_folder():
+    """No .dockerignore pattern matches mathdata/ or a file in it (fnmatch's `*` also spans `/`: stricter)."""
+    from fnmatch import fnmatch
+    ignored = [ln.strip().lstrip("/") for ln in (ROOT / ".dockerignore").read_text().splitlines()
+               if ln.strip() and not ln.startswith(("#", "!"))]
+    assert "data" in ignored  # the artifact store stays out; the shipped data must not
+    paths = ["mathdata", "mathdata/benchmarks", "mathdata/benchmarks/math500.jsonl", "mathdata/PROVENANCE.md"]
+    assert not [(pat, p) for pat in ignored for p in paths if fnmatch(p, pat)]
 
 
 @pytest.mark.parametrize("role", ROLES)

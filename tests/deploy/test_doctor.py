@@ -8,10 +8,11 @@ from invoke.exceptions import Exit
 import tasks
 
 GiB = 2**30
+SHIPPED = {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40, "minerva_math": 272}  # mathdata/PROVENANCE.md
 GPU_HOST = {"compose": True, "engine": True, "gpus": ["580.65.06"] * 8, "shm_bytes": 64 * GiB,
-            "free_bytes": 500 * GiB, "data_writable": True}
+            "free_bytes": 500 * GiB, "data_writable": True, "benchmarks": dict(SHIPPED)}
 NO_GPU_LAPTOP = {"compose": False, "engine": False, "gpus": None, "shm_bytes": 8 * GiB,
-                 "free_bytes": 50 * GiB, "data_writable": True}
+                 "free_bytes": 50 * GiB, "data_writable": True, "benchmarks": dict(SHIPPED)}
 
 
 def by_name(checks):
@@ -22,7 +23,7 @@ def test_a_ready_gpu_host_passes_everything():
     checks = tasks.evaluate(GPU_HOST, 8, 100, volumes_ok=True)
     assert [c.name for c in checks if c.level != "ok"] == []
     assert {"docker", "driver (train image)", "driver (infer image)", "gpu count", "/dev/shm", "disk",
-            "volumes"} == set(by_name(checks))
+            "volumes", "benchmarks"} == set(by_name(checks))
 
 
 def test_driver_older_than_580_fails_the_infer_image_only():
@@ -79,3 +80,12 @@ def test_gather_facts_on_this_machine_has_every_key():
     facts = tasks.gather_facts()
     assert set(facts) == set(GPU_HOST)
     assert facts["free_bytes"] > 0
+    assert facts["benchmarks"] == SHIPPED  # the files of mathdata/ load with their documented counts
+
+
+def test_a_missing_or_short_benchmark_file_fails_with_the_restore_fix():
+    broken = {**SHIPPED, "aime25": 29, "amc23": "missing data file mathdata/benchmarks/amc23.jsonl"}
+    check = by_name(tasks.evaluate({**GPU_HOST, "benchmarks": broken}, 8, 100, True))["benchmarks"]
+    assert check.level == "fail" and "aime25: 29" in check.detail and "amc23: missing" in check.detail
+    assert "math500" not in check.detail and "git checkout -- mathdata" in check.fix
+    assert by_name(tasks.evaluate(GPU_HOST, 8, 100, True))["benchmarks"].level == "ok"
