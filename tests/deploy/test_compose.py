@@ -1,8 +1,8 @@
 """compose.yaml: schema-valid, eight distinct single-GPU workers, shared volumes, images built from docker/."""
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import re
 from pathlib import Path
 
@@ -14,11 +14,7 @@ import tasks
 
 ROOT = Path(tasks.__file__).resolve().parent
 WORKERS = [f"infer-worker-{i}" for i in range(8)]
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("RCEA_SHARED")
-    return Path(env) if env else ROOT.parent / "shared"
+SCHEMA = Path(__file__).resolve().parent / "compose-spec.json"  # vendored; source and digest: README.md here
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +33,15 @@ def gpu_requests(svc) -> list[dict]:
 
 
 def schema_errors(doc) -> list[str]:
-    path = shared_dir() / "tools" / "compose-spec.json"
-    assert path.is_file(), (f"Compose schema not found at {path}; put the shared reference folder beside the "
-                            "project (../shared) or set RCEA_SHARED to it")
-    schema = json.loads(path.read_text())
+    assert SCHEMA.is_file(), f"the vendored Compose schema {SCHEMA} is missing; restore it from git"
+    schema = json.loads(SCHEMA.read_text())
     validator = jsonschema.validators.validator_for(schema)(schema)
     return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def test_the_vendored_schema_is_the_documented_revision():
+    digest = hashlib.sha256(SCHEMA.read_bytes()).hexdigest()
+    assert f"`{digest}`" in (SCHEMA.parent / "README.md").read_text(), "schema changed without its note"
 
 
 def test_compose_validates_against_the_pinned_schema(compose):
