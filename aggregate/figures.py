@@ -5,13 +5,12 @@ covariance fit against the identity line (Figure 6), mode retention against pass
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from aggregate.settings import AggregateSettings
+from rcea.store import atomic_write
 
 
 def _plt():
@@ -24,18 +23,11 @@ def _plt():
 
 
 def save(fig, out_dir: Path, stem: str) -> list[str]:
-    """Atomic PNG + PDF writes (temp file in the target folder, then os.replace)."""
+    """Atomic PNG + PDF writes with the caller's umask (rcea.store.atomic_write)."""
     written = []
     for ext in ("png", "pdf"):
         target = out_dir / f"{stem}.{ext}"
-        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".{ext}", dir=out_dir)
-        os.close(fd)
-        try:
-            fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight")
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_write(target, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight"))
         written.append(target.name)
     _plt().close(fig)
     return written

@@ -1,23 +1,22 @@
 """Writing the outputs: summary.json, tables/*.md|tex, report.md, and the terminal summary.
 
 report.md maps every reported number to the paper table/figure it reproduces and to the output
-file and input table it came from. All writes are atomic (temp file + os.replace).
+file and input table it came from. All writes are atomic, with the caller's umask (rcea.store.atomic_write).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from aggregate.settings import AggregateSettings
+from rcea.store import atomic_write
 
 SUMMARY_KEYS = ("coverage_success", "coverage_failure", "broad_ratio", "paired_ratio", "paired_ci", "paired_n",
                 "failure_higher_fraction", "sign_test_p", "mode_retention", "mode_retention_ci", "q99_share_success",
@@ -59,16 +58,8 @@ DEVIATIONS = (
 
 
 def write_text(path: Path, text: str) -> None:
-    """Atomic text write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Atomic text write, with the caller's umask (rcea.store.atomic_write)."""
+    atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def jsonable(x: Any) -> Any:

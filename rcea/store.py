@@ -27,14 +27,40 @@ from typing import Any, Callable
 MANIFEST_SUFFIX = ".manifest.json"
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux reports it (os.umask is set-and-get,
+    which would race with threads creating files in between)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def publish(tmp: str | Path, path: str | Path) -> Path:
+    """Give a finished temporary file (or folder) the mode a plain `open()` would have, then rename it
+    into place. `mkstemp` creates files 0600 whatever the umask; artifacts must stay readable by the
+    colleagues the caller's umask admits (0644 under umask 022)."""
+    mode = (0o777 if Path(tmp).is_dir() else 0o666) & ~current_umask()
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return Path(path)
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Run `write(tmp)` on a temporary path beside `path`, then `publish` it as `path`; on any error the
+    temporary file is removed and `path` is left as it was. Every artifact of the project goes through here."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(Path(tmp))
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -47,7 +73,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-    return _atomic(Path(path), write)
+    return atomic_write(Path(path), write)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -81,7 +107,7 @@ def is_complete(artifact: str | Path) -> bool:
 def write_parquet(df, path: str | Path, cfg=None, seeds: dict | None = None, **extra: Any) -> Path:
     """Write a DataFrame as Parquet atomically, then its manifest."""
     path = Path(path)
-    _atomic(path, lambda tmp: df.to_parquet(tmp, index=False))
+    atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
     write_manifest(path, cfg=cfg, seeds=seeds, rows=int(len(df)), **extra)
     return path
 
@@ -113,6 +139,6 @@ def run_step(artifact: str | Path, produce: Callable[[Path], None], cfg=None, se
     artifact = Path(artifact)
     if is_complete(artifact):
         return False
-    _atomic(artifact, produce)
+    atomic_write(artifact, produce)
     write_manifest(artifact, cfg=cfg, seeds=seeds, **extra)
     return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,14 @@ def tiny() -> dict[str, pa.Table]:
 
 
 def test_tiny_outputs_complete(tmp_path: Path, tiny) -> None:
-    s, out = _run(tmp_path, tiny, parts=2, figs=True)
+    old_mask = os.umask(0o022)  # a shared cluster's usual umask: colleagues must be able to read the results
+    try:
+        s, out = _run(tmp_path, tiny, parts=2, figs=True)
+    finally:
+        os.umask(old_mask)
+    modes = {str(p.relative_to(out)): oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()}
+    assert {"report.md", "summary.json", "tables/table1.md", "figures/fig_traces.png"} <= set(modes)
+    assert {m for m in modes.values()} == {"0o644"}, modes  # mkstemp alone would leave 0o600
     assert len(s["endpoints"]) == 3
     for e in s["endpoints"]:
         assert set(SUMMARY_KEYS) <= set(e)

@@ -17,9 +17,9 @@ def test_atomic_write_leaves_old_content_when_writer_fails(tmp_path):
         tmp.write_text("half")
         raise RuntimeError("killed")
 
-    from rcea.store import _atomic
+    from rcea.store import atomic_write
     with pytest.raises(RuntimeError):
-        _atomic(target, boom)
+        atomic_write(target, boom)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]  # no temporary left behind
 
@@ -72,3 +72,38 @@ def test_parquet_parts_and_manifests(tmp_path):
     assert json.loads(manifest_path(tmp_path / "t" / "p0.parquet").read_text())["rows"] == 2
     with pytest.raises(FileNotFoundError, match="no table"):
         read_table(tmp_path / "missing")
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test, restoring the caller's afterwards."""
+    old = os.umask(0o022)
+    os.umask(old)
+    yield lambda mask: os.umask(mask)
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_artifacts_get_the_mode_the_callers_umask_allows(tmp_path, umask, mask, mode):
+    """mkstemp alone makes 0600 files; every atomic artifact must read like a plain open() under the umask."""
+    from rcea.store import current_umask
+    umask(mask)
+    assert current_umask() == mask
+    df = pd.DataFrame({"a": [1, 2]})
+    written = [atomic_write_text(tmp_path / "report.md", "# r\n"),
+               write_parquet(df, tmp_path / "tables" / "samples" / "part-0.parquet"),
+               manifest_path(tmp_path / "tables" / "samples" / "part-0.parquet")]
+    run_step(tmp_path / "step.txt", lambda tmp: tmp.write_text("done"))
+    written += [tmp_path / "step.txt", manifest_path(tmp_path / "step.txt")]
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {p.name: oct(mode) for p in written}
+
+
+def test_a_folder_produced_by_a_step_gets_the_folder_mode(tmp_path, umask):
+    umask(0o022)
+
+    def produce(tmp):
+        tmp.unlink()
+        tmp.mkdir(mode=0o700)  # as a writer that stages a private folder would
+        (tmp / "inner.txt").write_text("x")
+    run_step(tmp_path / "bundle", produce)
+    assert oct((tmp_path / "bundle").stat().st_mode & 0o777) == oct(0o755)
