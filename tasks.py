@@ -101,11 +101,12 @@ def worker_services(n: int) -> list[str]:
     return [f"infer-worker-{i}" for i in range(n)]
 
 
-def workers_command(scale: str, num_workers: int = MAX_WORKERS) -> list[str]:
+def workers_command(scale: str, num_workers: int = MAX_WORKERS, lease: float = 0) -> list[str]:
     if scale == "tiny":
-        return local_command("infer", ["worker", "--scale", "tiny", "--until-empty"])
+        return local_command("infer", ["worker", "--scale", "tiny", "--until-empty",
+                                       *(["--lease", f"{lease:g}"] if lease else [])])
     # Only workers 0..N-1 start, so a host with fewer than eight GPUs works (see compose.yaml).
-    return ["env", f"RCEA_SCALE={scale}", f"NUM_WORKERS={num_workers}",
+    return ["env", f"RCEA_SCALE={scale}", f"NUM_WORKERS={num_workers}", *([f"RCEA_LEASE_S={lease:g}"] if lease else []),
             *compose("--profile", "infer", "up", "-d", *worker_services(num_workers))]
 
 
@@ -287,14 +288,17 @@ def infer(c, scale="tiny", method="grpo", what="all"):
 
 
 @task(help={"scale": H_SCALE, "num-workers": f"GPUs/workers to start, 1..{MAX_WORKERS} (3b/7b; "
-                                               "default: $NUM_WORKERS or 8)"})
-def workers(c, scale="tiny", num_workers=0):
+                                               "default: $NUM_WORKERS or 8)",
+                 "lease": "seconds a job's claim lasts without a heartbeat (default 300)"})
+def workers(c, scale="tiny", num_workers=0, lease=0.0):
     """Run the inference workers until the queue is empty (tiny: one local process; else N GPU workers)."""
     choice("scale", scale, SCALES)
     n = check_workers(num_workers)
+    if float(lease) < 0:
+        raise Exit(f"invalid --lease {lease!r}; seconds > 0 (0: the worker's default, 300)", code=2)
     if scale != "tiny":
         require_compose(c, "the inference workers", "invoke workers --scale tiny")
-    run_all(c, [workers_command(scale, n)])
+    run_all(c, [workers_command(scale, n, float(lease))])
 
 
 @task(help={"scale": H_SCALE})

@@ -1,7 +1,7 @@
 """`python -m infer enqueue|worker|status`: the inference role's command line.
 
     python -m infer enqueue --scale tiny --method grpo --what all [--override probe.k=4] [--retry-failed]
-    python -m infer worker  --scale tiny [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300]
+    python -m infer worker  --scale tiny [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300] [--report 30]
     python -m infer status  --scale tiny [--jobs] [--summary]
 """
 
@@ -43,7 +43,8 @@ def cmd_worker(args) -> int:
     if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)   # small models on shared CPUs: extra threads only spin (40x slower under load)
     q = Queue(queue_path(args.scale), lease_s=args.lease)
-    stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty, poll_s=args.poll)
+    stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty, poll_s=args.poll,
+                       report_s=args.report)
     print(f"worker finished: {stats}; queue: {q.counts()}")
     return 0
 
@@ -89,7 +90,11 @@ def main(argv=None) -> int:
     w.add_argument("--gpu", type=int, default=None, help="GPU index this worker uses")
     w.add_argument("--until-empty", action="store_true", help="exit when nothing is pending or running")
     w.add_argument("--backend", default="auto", choices=("auto", "hf", "vllm"), help="generation backend")
-    w.add_argument("--lease", type=float, default=300.0, help="seconds a claim lasts without a heartbeat")
+    w.add_argument("--lease", type=float, default=float(os.environ.get("RCEA_LEASE_S") or 300.0),
+                   help="seconds a claim lasts without a heartbeat (default: $RCEA_LEASE_S or 300); a holder "
+                        "on this host whose process is gone is reclaimed at once")
+    w.add_argument("--report", type=float, default=30.0,
+                   help="while other workers hold the remaining jobs, say what is awaited every this many seconds")
     w.add_argument("--poll", type=float, default=5.0, help="seconds between claims when the queue is empty")
     s = sub.add_parser("status", help="show the queue")
     s.add_argument("--scale", required=True, choices=SCALES)

@@ -1,8 +1,10 @@
 """The job queue: one SQLite database per scale on the shared volume (data/infer/<scale>/queue.sqlite).
 
 Every state change is a transaction (`BEGIN IMMEDIATE`). A claimed job carries a lease that the worker's
-heartbeat extends; a job whose lease ran out (its worker died) returns to `pending` at the next claim,
-up to `max_attempts` claims, after which it is `failed` with the reason. Claims take the most expensive
+heartbeat extends, and the holder's host name and process id. A job whose lease ran out (its worker
+died or hung), or whose holder ran on this host and whose process is gone (kill -9, OOM: reclaimed at
+once, without waiting out the lease), returns to `pending` at the next claim, up to `max_attempts`
+claims, after which it is `failed` with the reason. Claims take the most expensive
 pending job first (longest-processing-time order keeps many workers busy to the end).
 Keys are unique, so enqueueing is idempotent: a known key (pending, running or done) is left alone.
 
@@ -35,6 +37,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     state TEXT NOT NULL DEFAULT 'pending',
     attempts INTEGER NOT NULL DEFAULT 0,
     worker TEXT,
+    host TEXT,
+    pid INTEGER,
     lease_until REAL,
     created REAL NOT NULL,
     started REAL,
@@ -59,6 +63,21 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` of this host (this PID namespace) exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    try:  # a killed child its parent has not reaped yet is a zombie: dead all the same
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
 class Queue:
     def __init__(self, path: str | Path, lease_s: float = 300.0, max_attempts: int = 3):
         self.path = Path(path)
@@ -74,6 +93,10 @@ class Queue:
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
+            have = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
+            for col, kind in (("host", "TEXT"), ("pid", "INTEGER")):  # a queue made before these existed
+                if col not in have:
+                    db.execute(f"ALTER TABLE jobs ADD COLUMN {col} {kind}")
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection (one per thread and process; opened on first use)."""
@@ -129,10 +152,16 @@ class Queue:
             return "exists"
 
     def _expire(self, db, now: float) -> None:
+        here = socket.gethostname()
+        for job_id, pid in db.execute("SELECT id, pid FROM jobs WHERE state='running' AND host=? AND pid IS NOT NULL",
+                                      (here,)).fetchall():
+            if pid != os.getpid() and not process_alive(pid):
+                db.execute("UPDATE jobs SET lease_until=? WHERE id=?", (now - 1.0, job_id))  # its holder is gone
         db.execute("UPDATE jobs SET state='failed', finished=?, error=printf('lease expired %d times (worker '"
                    " || coalesce(worker, '?') || ' died or hung)', attempts) "
                    "WHERE state='running' AND lease_until < ? AND attempts >= ?", (now, now, self.max_attempts))
-        db.execute("UPDATE jobs SET state='pending', worker=NULL WHERE state='running' AND lease_until < ?", (now,))
+        db.execute("UPDATE jobs SET state='pending', worker=NULL, host=NULL, pid=NULL "
+                   "WHERE state='running' AND lease_until < ?", (now,))
 
     def claim(self, worker: str | None = None) -> Job | None:
         """The most expensive pending job (after returning expired leases), now running under `worker`."""
@@ -144,8 +173,9 @@ class Queue:
                              "ORDER BY cost DESC, id ASC LIMIT 1").fetchone()
             if row is None:
                 return None
-            db.execute("UPDATE jobs SET state='running', worker=?, attempts=attempts+1, lease_until=?, started=? "
-                       "WHERE id=?", (worker, now + self.lease_s, now, row[0]))
+            db.execute("UPDATE jobs SET state='running', worker=?, host=?, pid=?, attempts=attempts+1, lease_until=?, "
+                       "started=? WHERE id=?", (worker, socket.gethostname(), os.getpid(), now + self.lease_s, now,
+                                                row[0]))
         return Job(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5] + 1)
 
     def heartbeat(self, job_id: int, worker: str) -> bool:
@@ -162,6 +192,13 @@ class Queue:
                              "WHERE id=? AND worker=? AND state='running'",
                              (state, time.time(), error, job_id, worker))
             return cur.rowcount == 1
+
+    def held(self) -> list[dict]:
+        """Running jobs: key, holder (worker name) and seconds left on the lease (soonest first)."""
+        now = time.time()
+        rows = self._conn().execute("SELECT key, worker, lease_until FROM jobs WHERE state='running' "
+                                    "ORDER BY lease_until").fetchall()
+        return [{"key": k, "worker": w, "left_s": max(0.0, (u or now) - now)} for k, w, u in rows]
 
     def counts(self) -> dict[str, int]:
         with self._tx() as db:

@@ -2,8 +2,9 @@
 
 One worker per GPU (`--gpu N` pins it), or one CPU worker on the tiny scale. A job that raises is marked
 failed with its reason and the worker goes on; a worker killed at any moment leaves no output for the
-job it held (outputs are written atomically at the end), and the job returns to the queue when its
-lease runs out.
+job it held (outputs are written atomically at the end), and the job returns to the queue at once
+when a worker on the same host sees the holder's process is gone, else when its lease runs out (a
+waiting worker says which job it waits for, its holder and the seconds left, every `report_s`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ class Heartbeat(threading.Thread):
                 return
 
 
+def _report_wait(name: str, queue: Queue, stream) -> None:
+    """One line: the jobs other workers hold, their holders and the seconds left on their leases."""
+    held = queue.held()
+    what = "; ".join(f"{h['key']} held by {h['worker']}, {h['left_s']:.0f}s left on its lease" for h in held[:3])
+    more = f" (+{len(held) - 3} more)" if len(held) > 3 else ""
+    print(f"[{name}] nothing pending; waiting for {what}{more}", file=stream, flush=True)
+
+
 class Display:
     """One progress line per update on stderr (rate-limited), e.g. `[w] probe:grpo-50 probe questions 12/200 31s`."""
 
@@ -111,18 +120,21 @@ class Display:
 
 
 def run_worker(queue: Queue, runner: Runner, ctx=None, until_empty: bool = False, poll_s: float = 5.0,
-               name: str | None = None, display: Display | None = None) -> dict:
+               name: str | None = None, display: Display | None = None, report_s: float = 30.0) -> dict:
     """Claim and run jobs; with `until_empty`, stop when nothing is pending or running. Returns counts."""
     name = name or worker_name()
     display = display or Display(name)
     stats = {"done": 0, "failed": 0}
+    reported = float("-inf")
     while True:
         job = queue.claim(name)
         if job is None:
-            if until_empty:
-                counts = queue.counts()
-                if counts["running"] == 0 and counts["pending"] == 0:
-                    return stats
+            counts = queue.counts()
+            if until_empty and counts["running"] == 0 and counts["pending"] == 0:
+                return stats
+            if counts["running"] and time.monotonic() - reported >= report_s:
+                _report_wait(name, queue, display.stream)
+                reported = time.monotonic()
             time.sleep(poll_s)
             continue
         beat = Heartbeat(queue, job, name)

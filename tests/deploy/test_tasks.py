@@ -44,6 +44,11 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("infer", {"scale": "3b", "method": "clip_cov", "what": "all"},
      ["docker compose run --rm infer-cli python -m infer enqueue --scale 3b --method clip_cov --what all"]),
     ("workers", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty"]),
+    ("workers", {"scale": "tiny", "lease": 20.0},
+     [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --lease 20"]),
+    ("workers", {"scale": "3b", "num_workers": 2, "lease": 60.0},
+     ["env RCEA_SCALE=3b NUM_WORKERS=2 RCEA_LEASE_S=60 docker compose --profile infer up -d "
+      "infer-worker-0 infer-worker-1"]),
     ("workers", {"scale": "3b", "num_workers": 8},
      ["env RCEA_SCALE=3b NUM_WORKERS=8 docker compose --profile infer up -d " +
       " ".join(f"infer-worker-{i}" for i in range(8))]),
@@ -134,6 +139,7 @@ def test_tiny_really_runs_locally_not_in_docker():
     ("infer", {"scale": "3b", "method": "grpo", "what": "everything"}, "what"),
     ("infer", {"scale": "13b"}, "scale"),
     ("workers", {"scale": "3b", "num_workers": 9}, "num-workers"),
+    ("workers", {"scale": "tiny", "lease": -5.0}, "lease"),
     ("status", {"scale": "big"}, "scale"),
     ("judge", {"scale": "1b"}, "scale"),
     ("aggregate", {"scale": "x"}, "scale"),

@@ -96,3 +96,55 @@ def test_each_job_runs_exactly_once_across_threads(tmp_path):
         t.join()
     assert sorted(seen) == list(range(40))
     assert q.counts()["done"] == 40
+
+
+def test_a_dead_holder_on_this_host_is_reclaimed_at_once(tmp_path):
+    """kill -9 of the worker holding a job: a worker on the same host sees the holder's process is gone
+    and takes the job at once, not when the (here 300 s) lease runs out."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    q = Queue(tmp_path / "q.sqlite", lease_s=300.0)
+    q.enqueue("probe:grpo-4", "probe", {})
+    code = ("import sys, time; from infer.queue import Queue\n"
+            "job = Queue(sys.argv[1], lease_s=300.0).claim('victim')\n"
+            "print(job.key, flush=True); time.sleep(120)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "q.sqlite")], cwd=root,
+                             env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "probe:grpo-4"
+        (row,) = q.jobs()
+        assert row["state"] == "running" and row["pid"] == child.pid and row["host"]
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    t = time.monotonic()
+    job = q.claim("rescuer")
+    assert job is not None and job.key == "probe:grpo-4" and job.attempts == 2
+    assert time.monotonic() - t < 2.0
+
+
+def test_a_live_or_remote_holder_keeps_its_lease_and_the_wait_is_reported(tmp_path):
+    """A holder on another host (its process cannot be checked) keeps the job until the lease runs out;
+    meanwhile the waiting worker says what it waits for, for how long, at most every `report_s`."""
+    q = Queue(tmp_path / "q.sqlite", lease_s=1.5)
+    q.enqueue("greedy:dapo-8", "greedy", {})
+    assert q.claim("far:77") is not None
+    db = q._conn()
+    db.execute("UPDATE jobs SET host='another-host', pid=1")  # pid 1 is alive here; the host is not ours
+    assert q.claim("near") is None
+    quiet = Quiet()
+    t = time.monotonic()
+    stats = run_worker(q, lambda payload, ctx, progress: {"ok": 1}, until_empty=True, poll_s=0.05,
+                       name="near", display=quiet, report_s=0.5)
+    waited = time.monotonic() - t
+    assert stats == {"done": 1, "failed": 0} and 1.0 < waited < 5.0
+    lines = [x for x in quiet.stream.getvalue().splitlines() if "waiting" in x]
+    assert lines and "greedy:dapo-8" in lines[0] and "held by far:77" in lines[0] and "s left" in lines[0]
+    assert len(lines) <= waited / 0.5 + 1  # rate-limited, not one line per 0.05 s poll
