@@ -122,10 +122,11 @@ def data_root(scale: str = "tiny") -> str:
     return os.environ.get("RCEA_DATA", "data") if scale == "tiny" else "data"
 
 
-def aggregate_command(scale: str) -> list[str]:
+def aggregate_command(scale: str, skip_bad_parts: bool = False) -> list[str]:
     root = data_root(scale)
     return role_command("aggregate", ["--input", f"{root}/infer/{scale}/tables",
-                                      "--output", f"{root}/results/{scale}", "--scale", scale], scale)
+                                      "--output", f"{root}/results/{scale}", "--scale", scale,
+                                      *(["--skip-bad-parts"] if skip_bad_parts else [])], scale)
 
 
 def build_command(roles) -> list[str]:
@@ -319,13 +320,14 @@ def judge(c, scale="tiny"):
     run_all(c, judge_commands(scale))
 
 
-@task(help={"scale": H_SCALE})
-def aggregate(c, scale="tiny"):
+@task(help={"scale": H_SCALE, "skip-bad-parts": "aggregate the readable parts when some cannot be read "
+                                                  "(the report lists each skipped file); default: stop"})
+def aggregate(c, scale="tiny", skip_bad_parts=False):
     """Aggregate the inference tables into the paper's tables and figures (CPU only)."""
     choice("scale", scale, SCALES)
     if scale != "tiny":
         require_compose(c, "aggregation", "invoke aggregate --scale tiny")
-    run_all(c, [aggregate_command(scale)])
+    run_all(c, [aggregate_command(scale, skip_bad_parts)])
 
 
 @task(help={"role": f"image to build: {', '.join(ROLES)} or all"})

@@ -3,7 +3,9 @@
 DIR holds the schema tables (``rcea.schema``) as DIR/<table>.parquet or DIR/<table>/*.parquet.
 Writes OUT/summary.json, OUT/report.md, OUT/tables/<table>.{md,tex}, OUT/figures/<fig>.{png,pdf},
 and prints a first reward-conditioned entropy table. Missing inputs disable only the outputs that
-need them (said in report.md and on the terminal). Heavy imports happen after argument parsing.
+need them (said in report.md and on the terminal). An input file that cannot be used (a truncated
+part, a part lacking a required column) stops the run with exit 1, naming each file and why;
+``--skip-bad-parts`` aggregates the rest and lists every skipped file in report.md and summary.json. Heavy imports happen after argument parsing.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"rarefaction draws R (default {d.rarefaction_draws})")
     p.add_argument("--min-mode-m", type=int, default=None, help=f"retention eligibility m_min (default {d.min_mode_m})")
     p.add_argument("--pass-k", type=int, default=None, help=f"k of the reported pass@k (default {d.pass_k})")
+    p.add_argument("--skip-bad-parts", action="store_true",
+                   help="leave out unreadable parts / parts lacking a column (listed in the report) instead of stopping")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
     p.add_argument("--quiet", action="store_true", help="no terminal summary")
     return p
@@ -51,10 +55,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        ds = io.load_dataset(args.input)
+        ds = io.load_dataset(args.input, skip_bad_parts=args.skip_bad_parts)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except io.BadParts as exc:
+        print(f"error: {len(exc.bad)} input file(s) cannot be used; nothing was aggregated:", file=sys.stderr)
+        for b in exc.bad:
+            print(f"  {b['file']}: {b['reason']}", file=sys.stderr)
+        print("Fix or remove them (a rerun of the step that wrote them), or pass --skip-bad-parts to aggregate "
+              "the other parts (the report then lists every skipped file).", file=sys.stderr)
+        return 1
+    for b in ds.skipped:
+        print(f"warning: skipped {b['file']}: {b['reason']}", file=sys.stderr)
     out = Path(args.output)
     run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet)
     return 0
@@ -80,6 +93,7 @@ def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = Tru
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     res = pipeline.run_aggregation(ds, st, timings)
+    res["skipped_parts"] = list(ds.skipped)
     res["provenance"] = report.provenance()
     res["seed_noise"] = read_seed_noise(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,10 @@
 """Reading the RCEA sample tables (``rcea.schema``) and turning key columns into integer codes.
 
 A dataset directory holds each table as ``DIR/<table>.parquet`` or as a folder ``DIR/<table>/`` of
-Parquet parts. A missing or malformed table is reported (``Dataset.notes``), never fatal: the
-pipeline then skips the outputs that need it. String key columns are read dictionary-encoded so a
+Parquet parts. A missing table is reported (``Dataset.notes``), never fatal: the pipeline then skips
+the outputs that need it. A part that cannot be read (truncated, not Parquet) or lacks a required
+column raises ``BadParts`` naming every such file and its reason, so a table is never silently partial;
+with ``skip_bad_parts`` those files are left out and listed in ``Dataset.skipped``. String key columns are read dictionary-encoded so a
 46M-row token table costs integer codes, not Python strings.
 """
 
@@ -25,9 +27,18 @@ class Dataset:
 
     tables: dict[str, pa.Table] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {"table", "file", "reason"} per bad part
 
     def has(self, name: str) -> bool:
         return name in self.tables and self.tables[name].num_rows > 0
+
+
+class BadParts(ValueError):
+    """Parquet parts that cannot be used; ``bad`` is [{"table", "file", "reason"}, ...]."""
+
+    def __init__(self, bad: list[dict[str, str]]):
+        self.bad = bad
+        super().__init__(f"{len(bad)} unusable input file(s): " + "; ".join(f"{b['file']}: {b['reason']}" for b in bad))
 
 
 MANIFEST_SUFFIX = ".manifest.json"  # rcea.store's convention: a part is complete once its manifest exists
@@ -47,33 +58,53 @@ def _parts(root: Path, name: str) -> tuple[list[Path], int]:
     return (done, len(parts) - len(done)) if done else (parts, 0)
 
 
-def load_dataset(root: str | Path, names: tuple[str, ...] = tuple(TABLES)) -> Dataset:
-    """Read every schema table present under ``root``; missing/invalid ones become notes."""
+def _read_part(name: str, part: Path) -> pa.Table:
+    """One part's schema columns (ValueError / OSError / ArrowException when unusable)."""
     import pyarrow.parquet as pq
 
+    schema_cols = list(TABLES[name])
+    check_columns(name, pq.read_schema(part).names)
+    return pq.read_table(part, columns=schema_cols, read_dictionary=[c for c in STRING_KEYS if c in schema_cols])
+
+
+def load_dataset(root: str | Path, names: tuple[str, ...] = tuple(TABLES), skip_bad_parts: bool = False) -> Dataset:
+    """Read every schema table present under ``root``; missing tables become notes.
+
+    Unreadable parts or parts lacking a required column raise ``BadParts`` (all of them, every table
+    checked first) unless ``skip_bad_parts``, which leaves them out and lists them in ``skipped``.
+    """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"input directory {root} does not exist")
     ds = Dataset()
     for name in names:
-        parts, skipped = _parts(root, name)
+        parts, incomplete = _parts(root, name)
         if not parts:
             ds.notes.append(f"table '{name}' not found (looked for {name}.parquet and {name}/*.parquet)")
             continue
-        if skipped:
-            ds.notes.append(f"table '{name}': {skipped} part(s) without a manifest (incomplete) ignored")
+        if incomplete:
+            ds.notes.append(f"table '{name}': {incomplete} part(s) without a manifest (incomplete) ignored")
+        pieces = []
+        for part in parts:
+            try:
+                pieces.append(_read_part(name, part))
+            except (ValueError, OSError, pa.ArrowException) as exc:
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                ds.skipped.append({"table": name, "file": str(part), "reason": reason})
+        if len(pieces) < len(parts):
+            bad = len(parts) - len(pieces)
+            ds.notes.append(f"table '{name}': {bad} of {len(parts)} part(s) unusable and skipped: "
+                            + "; ".join(f"{b['file']}: {b['reason']}" for b in ds.skipped if b["table"] == name))
+        if not pieces:
+            continue
         try:
-            schema_cols = list(TABLES[name])
-            pieces = []
-            for part in parts:
-                check_columns(name, pq.read_schema(part).names)
-                pieces.append(pq.read_table(part, columns=schema_cols,
-                                            read_dictionary=[c for c in STRING_KEYS if c in schema_cols]))
             table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces, promote_options="permissive")
-        except (ValueError, OSError, pa.ArrowException) as exc:
-            ds.notes.append(f"table '{name}' is unusable: {exc}")
+        except (ValueError, pa.ArrowException) as exc:
+            ds.notes.append(f"table '{name}' is unusable: its parts do not combine ({exc})")
             continue
         ds.tables[name] = table
+    if ds.skipped and not skip_bad_parts:
+        raise BadParts(ds.skipped)
     return ds
 
 

@@ -103,7 +103,7 @@ def summary(res: dict) -> dict[str, Any]:
     return jsonable({"endpoints": eps, "runs": res.get("runs", []), "covariance_fit": res.get("covariance_fit"),
                      "correlations": res.get("correlations", {}), "failure_detector": res.get("failure_detector", {}),
                      "notes": res.get("notes", []), "unavailable": res.get("unavailable", {}),
-                     "seed_noise": res.get("seed_noise", []),
+                     "seed_noise": res.get("seed_noise", []), "skipped_parts": res.get("skipped_parts", []),
                      "settings": res.get("settings"), "provenance": res.get("provenance"),
                      "timings_s": res.get("timings_s")})
 
@@ -181,6 +181,9 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     L += [f"- {d}" for d in DEVIATIONS]
     L += ["", "## Missing inputs (outputs they disable)", ""]
     L += [f"- {k}: {v}" for k, v in res.get("unavailable", {}).items()] or ["- none"]
+    if res.get("skipped_parts"):  # --skip-bad-parts: these tables are partial, and the reader must know
+        L += ["", "## Skipped input files", "", "Left out by `--skip-bad-parts`; the tables below miss their rows.", ""]
+        L += [f"- `{b['file']}` ({b['table']}): {b['reason']}" for b in res["skipped_parts"]]
     L += ["", "## Notes", ""]
     L += [f"- {n}" for n in res.get("notes", [])] or ["- none"]
     return "\n".join(L) + "\n"

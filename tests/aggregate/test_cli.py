@@ -107,11 +107,63 @@ def test_only_greedy_and_empty_input(tmp_path: Path, tiny) -> None:
     assert main(["--input", str(tmp_path / "nope"), "--output", str(tmp_path / "no"), "--quiet"]) == 2
 
 
-def test_malformed_table_is_reported_not_fatal(tmp_path: Path, tiny) -> None:
+def test_malformed_table_stops_the_run_unless_skipped(tmp_path: Path, tiny, capsys) -> None:
     tabs = dict(tiny)
     tabs["covariance"] = tabs["covariance"].drop_columns(["observed_delta"])
-    s, _ = _run(tmp_path, tabs)
+    src = synth.write_dataset(tabs, tmp_path / "in")
+    assert main(["--input", str(src), "--output", str(tmp_path / "o1"), *SMALL, "--no-figures"]) == 1
+    assert "covariance.parquet" in capsys.readouterr().err and not (tmp_path / "o1" / "summary.json").exists()
+    s, _ = _run(tmp_path, tabs, extra=[*SMALL, "--skip-bad-parts"])
     assert any("observed_delta" in n for n in s["notes"]) and s["covariance_fit"] is None
+    assert [p["file"] for p in s["skipped_parts"]] == [str(src / "covariance.parquet")]
+
+
+def _bad_parts(tmp_path: Path, tiny) -> Path:
+    """samples as two healthy parts, one truncated part (a writer killed mid-copy) and one part lacking
+    a required column; every part has its manifest, so each looks complete."""
+    src = synth.write_dataset({k: v for k, v in tiny.items() if k != "samples"}, tmp_path / "in")
+    folder = src / "samples"
+    folder.mkdir()
+    s = tiny["samples"]
+    half = s.num_rows // 2
+    pq.write_table(s.slice(0, half), folder / "p0.parquet")
+    pq.write_table(s.slice(half), folder / "p1.parquet")
+    pq.write_table(s.slice(0, 5), folder / "p2.parquet")
+    blob = (folder / "p2.parquet").read_bytes()
+    (folder / "p2.parquet").write_bytes(blob[: len(blob) // 2])
+    pq.write_table(s.slice(0, 5).drop_columns(["reward"]), folder / "p3.parquet")
+    for p in ("p0", "p1", "p2", "p3"):
+        (folder / f"{p}.parquet.manifest.json").write_text("{}")
+    return src
+
+
+def test_bad_parts_are_named_and_stop_the_run(tmp_path: Path, tiny, capsys) -> None:
+    """One truncated part and one lacking a column: exit 1, each file named with its reason, no output
+    (the healthy parts are not silently aggregated alone)."""
+    src = _bad_parts(tmp_path, tiny)
+    assert main(["--input", str(src), "--output", str(tmp_path / "out"), *SMALL, "--no-figures"]) == 1
+    err = capsys.readouterr().err
+    lines = {ln.strip().split(":", 1)[0]: ln for ln in err.splitlines() if ".parquet" in ln}
+    assert set(lines) == {str(src / "samples" / "p2.parquet"), str(src / "samples" / "p3.parquet")}, err
+    assert "reward" in lines[str(src / "samples" / "p3.parquet")]
+    assert "Parquet" in lines[str(src / "samples" / "p2.parquet")]  # pyarrow's reason: not a (complete) Parquet file
+    assert "--skip-bad-parts" in err
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_skip_bad_parts_aggregates_the_healthy_ones_and_lists_the_rest(tmp_path: Path, tiny, capsys) -> None:
+    src = _bad_parts(tmp_path, tiny)
+    out = tmp_path / "out"
+    assert main(["--input", str(src), "--output", str(out), *SMALL, "--no-figures", "--skip-bad-parts"]) == 0
+    err = capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    bad = [str(src / "samples" / "p2.parquet"), str(src / "samples" / "p3.parquet")]
+    assert [p["file"] for p in s["skipped_parts"]] == bad and all(p["reason"] for p in s["skipped_parts"])
+    assert all(b in err for b in bad)
+    report = (out / "report.md").read_text()
+    assert "## Skipped input files" in report and all(b in report for b in bad)
+    ref, _ = _run(tmp_path / "ref", tiny)  # exactly the two healthy parts = the whole samples table
+    assert [e["paired_ratio"] for e in s["endpoints"]] == [e["paired_ratio"] for e in ref["endpoints"]]
 
 
 def _strip(s: dict) -> dict:

@@ -62,6 +62,9 @@ EXPECTED = [  # (task, kwargs, exact command lines)
                                 "docker compose run --rm infer-cli python -m infer.judge run --scale 3b"]),
     ("aggregate", {"scale": "tiny"},
      [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny --scale tiny"]),
+    ("aggregate", {"scale": "tiny", "skip_bad_parts": True},
+     [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny --scale tiny "
+      "--skip-bad-parts"]),
     ("aggregate", {"scale": "3b"},
      ["docker compose run --rm aggregate python -m aggregate --input data/infer/3b/tables "
       "--output data/results/3b --scale 3b"]),
