@@ -160,8 +160,12 @@ def calibration_metrics(y_true, y_pred) -> dict[str, float]:
 def _read_labels(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
         return pd.read_parquet(path)
-    if path.suffix in (".jsonl", ".json"):
-        return pd.read_json(path, lines=path.suffix == ".jsonl")
+    if path.suffix == ".jsonl":
+        from rcea.jsonl import read_jsonl
+
+        return pd.DataFrame(read_jsonl(path))
+    if path.suffix == ".json":
+        return pd.read_json(path)
     return pd.read_csv(path)
 
 

@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from rcea.jsonl import JsonlError, read_jsonl
 from rcea.paths import data_dir, mathdata_dir
 
 BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math", "toy")  # toy: rcea/toy.py held-out set
@@ -20,44 +21,25 @@ BENCHMARK_COUNTS = {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40, "mi
 FROZEN = Path(__file__).resolve().parent / "frozen"
 
 
-class DataError(ValueError):
-    """A malformed or missing data file; the message names file, line and id."""
+DataError = JsonlError  # a malformed, empty or missing data file; the message names file, line and id
 
 
-def _check_jsonl(path: Path) -> int:
-    """Validate every line of a JSON Lines file before `datasets` reads it; returns the record count."""
+def _read_records(path: Path) -> list[dict]:
+    """The checked records of a shipped JSON Lines file (each with a non-empty `problem` and `answer`)."""
     if not path.exists():
         raise DataError(f"missing data file {path}; the project ships it under mathdata/ "
                         "(restore it with `git checkout -- mathdata`)")
-    count = 0
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-            rid = record.get("id", "<no id>") if isinstance(record, dict) else "<not an object>"
-            for key in ("problem", "answer"):
-                value = record.get(key) if isinstance(record, dict) else None
-                if not isinstance(value, str) or not value.strip():
-                    raise DataError(f"{path}:{line_no}: record {rid} has no {key}")
-            count += 1
-    return count
+    return read_jsonl(path, required=("problem", "answer"), nonempty_strings=True)
 
 
-def _load_json_files(paths: list[Path]):
-    import datasets
+def _check_jsonl(path: Path) -> int:
+    """Validate every line of a JSON Lines file; returns the record count."""
+    return len(_read_records(path))
 
-    datasets.disable_progress_bars()
-    parts = []
-    for p in paths:
-        _check_jsonl(p)
-        ds = datasets.load_dataset("json", data_files=str(p), split="train",
-                                   cache_dir=str(data_dir() / "cache" / "datasets"))
-        parts.append(ds.select_columns(["id", "problem", "answer"]))  # files differ in their other columns
-    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+
+def _load_json_files(paths: list[Path]) -> list[dict]:
+    """id / problem / answer of every record of `paths`, in order (files differ in their other fields)."""
+    return [{k: r[k] for k in ("id", "problem", "answer") if k in r} for p in paths for r in _read_records(p)]
 
 
 def benchmark_counts() -> dict[str, int | str]:

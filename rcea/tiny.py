@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rcea.jsonl import read_jsonl
 from rcea.paths import data_dir, mathdata_dir
 
 CHAT_TEMPLATE = (
@@ -22,10 +23,8 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 def _corpus(limit: int = 4000) -> list[str]:
     texts: list[str] = []
     for path in sorted(mathdata_dir().glob("*/*.jsonl")):
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                rec = json.loads(line)
-                texts.append(rec.get("problem", "") + " \\boxed{" + str(rec.get("answer", "")) + "}")
+        for rec in read_jsonl(path, required=("problem", "answer")):
+            texts.append(rec["problem"] + " \\boxed{" + str(rec["answer"]) + "}")
     texts.sort()
     return texts[:limit]
 

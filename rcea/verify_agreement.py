@@ -12,7 +12,6 @@ Exit status 1 if (b) is below `--min-agreement` or any unboxed answer is accepte
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import Counter
@@ -46,8 +45,9 @@ class Report:
 
 def load_cases(path: Path = CASES_PATH, split: str = "heldout") -> list[dict]:
     """Cases of `split` ("dev", "heldout" or "all")."""
-    with open(path, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    from rcea.jsonl import read_jsonl
+
+    rows = read_jsonl(path, required=("completion", "reference", "split"))
     return [r for r in rows if split == "all" or r["split"] == split]
 
 

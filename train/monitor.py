@@ -16,10 +16,13 @@ STEP_FIELDS = (
 
 
 def read_steps(path: str | Path) -> list[dict]:
+    """The step lines of a run's log; a last line torn by a kill mid-write is dropped."""
+    from rcea.jsonl import read_jsonl
+
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(path, required=("step",), id_key="step", allow_empty=True, drop_partial_tail=True)
 
 
 def truncate_steps(path: str | Path, last_step: int) -> None:

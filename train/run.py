@@ -79,7 +79,9 @@ def training_dataset(cfg: Config, tokenizer):
 
     prepared = data_dir() / "prepared" / cfg.scale / "train.jsonl"
     if is_complete(prepared) and _prepared_matches(cfg, prepared):
-        records = [json.loads(line) for line in prepared.read_text().splitlines() if line.strip()]
+        from rcea.jsonl import read_jsonl
+
+        records = read_jsonl(prepared, required=("problem", "answer"), allow_empty=True)
     else:
         records = load_train_records(cfg, tokenizer)
     if not records:
