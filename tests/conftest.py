@@ -1,8 +1,35 @@
-"""Test tiers: CPU by default; `@pytest.mark.gpu` tests run only where CUDA is available."""
+"""Session set-up shared by every test area.
+
+* Hermetic environment: the caller's project variables (`RCEA_DATA`, `RCEA_OVERRIDES`, `NUM_WORKERS`, ...)
+  are removed before any test module is imported, so the suite gives the same result whatever the shell
+  exports; tests that need one set it themselves (monkeypatch, or a subprocess env). Kept: variables that
+  steer the test run rather than the code under test (see KEEP).
+* Test tiers: CPU by default; `@pytest.mark.gpu` tests run only where CUDA is available.
+"""
 
 import importlib.util
+import os
 
 import pytest
+
+KEEP = frozenset({
+    "RCEA_ROLE",         # set by scripts/test: the environment a test area runs in
+    "RCEA_DEMO_DATA",    # set by tests/e2e for the nested on-demo session
+    "RCEA_TEST_OUTPUT",  # where screenshots of the annotation-page test go
+    "RCEA_OFFLINE",      # skip the one test that needs PyPI
+    "RCEA_FIND_LINKS",   # the CPU torch wheel folder, set-up configuration like pip's own
+    "RCEA_NO_APT",       # scripts/test: do not apt-get chromium
+})
+
+
+def project_variables(environ) -> list[str]:
+    """Names in `environ` that would change what the code under test does."""
+    return sorted(k for k in environ if (k.startswith("RCEA_") and k not in KEEP) or k == "NUM_WORKERS")
+
+
+def pytest_configure(config):
+    for name in project_variables(os.environ):
+        del os.environ[name]
 
 
 def _cuda() -> bool:
