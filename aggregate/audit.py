@@ -1,4 +1,5 @@
-"""Judge calibration, partition audit and mode-collapse variants (diagnostics.md sections 4, 9, 10).
+"""Judge calibration, partition audit and mode-collapse variants (docs/estimators.md#semantic-modes,
+#judge-calibration, #partition-audit).
 
 These read inputs outside the sample schema (calibration verdicts, audit pair labels), so they are
 library functions for the codebook/judge tooling and tests; the CLI does not call them.
@@ -18,7 +19,7 @@ def _f1(tp: int, fp: int, fn: int) -> float:
 
 def judge_calibration(valid: Sequence[bool], verdict: Sequence[bool | None]) -> dict[str, float | int]:
     """Positive class = valid; verdict True = judge accepts (predicts valid), None = no parseable verdict.
-    Coverage over all items; every other metric over covered items (section 9)."""
+    Coverage over all items; every other metric over covered items (docs/estimators.md#judge-calibration)."""
     v = np.asarray(valid, dtype=bool)
     cov = np.array([x is not None for x in verdict])
     p = np.array([bool(x) if x is not None else False for x in verdict])
@@ -54,7 +55,8 @@ def pair_agreement(ref: Sequence[bool | None], pred: Sequence[bool | None]) -> d
 def partition_audit(questions: Sequence[dict], hh_min: float = 0.85, auto_min: float = 0.85, gap_max: float = 0.05,
                     pr_min: float = 0.80, coverage_min: float = 0.95) -> dict:
     """Pool within-question pairs over questions; each question dict has trajectory label lists
-    'A', 'B' (annotators), 'adjudicated' and 'auto' (None = no automatic mode). Gates of section 10."""
+    'A', 'B' (annotators), 'adjudicated' and 'auto' (None = no automatic mode). Gates:
+    docs/estimators.md#partition-audit."""
     A, B, adj, auto, n_traj, n_auto = [], [], [], [], 0, 0
     for q in questions:
         A += _pairs(q["A"]); B += _pairs(q["B"]); adj += _pairs(q["adjudicated"]); auto += _pairs(q["auto"])
@@ -72,7 +74,8 @@ def partition_audit(questions: Sequence[dict], hh_min: float = 0.85, auto_min: f
 
 
 def majorizes(q_new: Sequence[float], q_old: Sequence[float]) -> bool:
-    """q_new majorizes q_old (stricter, label-free collapse, A16): sorted partial sums dominate."""
+    """q_new majorizes q_old (stricter, label-free collapse, docs/estimators.md#semantic-modes): sorted partial sums
+    dominate."""
     n = max(len(q_new), len(q_old))
     a = np.sort(np.pad(np.asarray(q_new, float), (0, n - len(q_new))))[::-1].cumsum()
     b = np.sort(np.pad(np.asarray(q_old, float), (0, n - len(q_old))))[::-1].cumsum()

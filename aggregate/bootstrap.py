@@ -1,12 +1,13 @@
-"""Bootstrap intervals (diagnostics.md section 3 "Hierarchical bootstrap" and section 4 "CI").
+"""Bootstrap intervals (docs/estimators.md#hierarchical-bootstrap and #semantic-modes).
 
 * ``paired_ratio_bootstrap``: hierarchical bootstrap of the paired failed-to-success ratio
   (Table A4, Figure 5). Level 1 resamples questions of Q_c; level 2 resamples, within each drawn
   question, its success h̄ values (K_1 draws) and its failure h̄ values (K_0 draws), holding K_r
-  fixed (A6). Vectorised: one draw call per (chunk, question); its draw order differs from the
-  naive loop, so it matches Oracle 3's interval only statistically.
-* ``paired_ratio_bootstrap_naive``: the per-resample Python loop in the spec's draw order
-  (reproduces Oracle 3 exactly); the reference and the benchmark baseline.
+  fixed. Vectorised: one draw call per (chunk, question); its draw order differs from the
+  naive loop, so it matches the worked example's interval only statistically.
+* ``paired_ratio_bootstrap_naive``: the per-resample Python loop, questions then outcomes in draw
+  order (reproduces the worked example in tests/aggregate/test_estimators.py exactly); the reference and the
+  benchmark baseline.
 * ``question_bootstrap_mean``: question bootstrap of 100 * mean(rho) (Table A6), one
   ``rng.integers(0, n, n)`` per replicate (identical stream as a single (B, n) call).
 """
@@ -61,7 +62,8 @@ def paired_ratio_bootstrap(
     rng: np.random.Generator,
     chunk: int = 2500,
 ) -> np.ndarray:
-    """(B,) bootstrap replicates of mean_q mean(failure_q) / mean_q mean(success_q) (section 3).
+    """(B,) bootstrap replicates of mean_q mean(failure_q) / mean_q mean(success_q)
+    (docs/estimators.md#hierarchical-bootstrap).
 
     ``success[q]``/``failure[q]``: the h̄_k of question q's successes/failures (question in Q_c).
     """
@@ -91,7 +93,8 @@ def paired_ratio_bootstrap_naive(
     n_resamples: int,
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """Per-resample loop in the spec's draw order (Oracle 3): questions, then per drawn question
+    """Per-resample loop in the reference draw order (docs/estimators.md#hierarchical-bootstrap): questions, then per
+    drawn question
     its K_1 success draws and its K_0 failure draws, all with ``rng.integers``."""
     n = len(success)
     succ = [np.asarray(s, dtype=np.float64) for s in success]
@@ -111,7 +114,7 @@ def paired_ratio_bootstrap_naive(
 def question_bootstrap_mean(
     values: np.ndarray, n_resamples: int, rng: np.random.Generator, scale: float = 100.0, chunk: int = 2000
 ) -> np.ndarray:
-    """(B,) replicates of scale * mean(values[resampled questions]) (section 4 CI, Table A6)."""
+    """(B,) replicates of scale * mean(values[resampled questions]) (docs/estimators.md#semantic-modes, Table A6)."""
     v = np.asarray(values, dtype=np.float64)
     n = v.size
     if n == 0:

@@ -1,9 +1,10 @@
-"""Covariance diagnostics (diagnostics.md sections 5-6; paper Eq. (10), Figure 6, Tables 2, A7, A8).
+"""Covariance diagnostics (docs/estimators.md#covariance-prediction and #covariance-proxy-and-q99-share;
+paper Eq. (10), Figure 6, Tables 2, A7, A8).
 
 * ``covariance_prediction``: first-order entropy change -Cov_{a~pi}(log pi(a), dz(a)) at one prefix.
 * ``fit_summary``: agreement of predicted P and observed O over transitions (Table A7).
 * ``grpo_advantage`` / ``covariance_proxy``: chosen-token proxy cov_i = (A_i - mean A)(l_i - mean l)
-  with batch-pooled token means (A11).
+  with batch-pooled token means (docs/estimators.md#covariance-proxy-and-q99-share).
 * ``q99_share`` (ties retained, Table 2) and ``rank_budget_share`` (equal count, Table A8).
 """
 
@@ -27,7 +28,8 @@ def entropy_from_logits(z: np.ndarray) -> np.ndarray:
 
 
 def covariance_prediction(z_from: np.ndarray, z_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(pred, obs) per prefix for logits (..., V) of checkpoints t and t+50 (Eq. (10), section 5).
+    """(pred, obs) per prefix for logits (..., V) of checkpoints t and t+50 (Eq. (10),
+    docs/estimators.md#covariance-prediction).
 
     pred = -sum_a pi_a l_a dz_a + (sum_a pi_a l_a)(sum_a pi_a dz_a), pi and l from z_from;
     obs = H(softmax z_to) - H(softmax z_from). Invariant to adding a constant to dz.
@@ -70,7 +72,8 @@ def paired_finite(x, y) -> tuple[np.ndarray, np.ndarray]:
 
 def fit_summary(P: np.ndarray, O: np.ndarray) -> dict[str, float | int]:
     """Sign agreement, Spearman (average ranks), Pearson, OLS of O on P (slope, intercept, R^2 = r^2),
-    identity-line R^2, median |P-O| and median |P-O|/|O| (O = 0 skipped and counted) (A10)."""
+    identity-line R^2, median |P-O| and median |P-O|/|O| (O = 0 skipped and counted;
+    docs/estimators.md#covariance-prediction)."""
     P, O = paired_finite(P, O)
     n = int(P.size)
     nan = float("nan")
@@ -96,7 +99,8 @@ def fit_summary(P: np.ndarray, O: np.ndarray) -> dict[str, float | int]:
 
 
 def grpo_advantage(reward: np.ndarray, group: np.ndarray, eps: float = 1e-4, n_groups: int | None = None) -> np.ndarray:
-    """Per-trajectory GRPO advantage (r - mean_g) / (std_g(ddof=1) + eps); 0 when c in {0, G} (A11)."""
+    """Per-trajectory GRPO advantage (r - mean_g) / (std_g(ddof=1) + eps); 0 when c in {0, G}
+    (docs/estimators.md#covariance-proxy-and-q99-share)."""
     r = np.asarray(reward, dtype=np.float64)
     g = np.asarray(group, dtype=np.int64)
     G = int(n_groups if n_groups is not None else (g.max() + 1 if g.size else 0))
@@ -109,7 +113,8 @@ def grpo_advantage(reward: np.ndarray, group: np.ndarray, eps: float = 1e-4, n_g
 
 
 def covariance_proxy(advantage: np.ndarray, logprob: np.ndarray) -> np.ndarray:
-    """cov_i = (A_i - mean A)(l_i - mean l) with means over every token of the batch (section 6)."""
+    """cov_i = (A_i - mean A)(l_i - mean l) with means over every token of the batch
+    (docs/estimators.md#covariance-proxy-and-q99-share)."""
     A = np.asarray(advantage, dtype=np.float64)
     lp = np.asarray(logprob, dtype=np.float64)
     return (A - A.mean()) * (lp - lp.mean())

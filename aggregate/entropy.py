@@ -1,4 +1,5 @@
-"""Per-question entropies, Proposition 1 and reward-conditioned ratios (diagnostics.md sections 1-3).
+"""Per-question entropies, Proposition 1 and reward-conditioned ratios (docs/estimators.md#per-question-entropies,
+#reward-decomposition, #reward-conditioned-ratios, #sign-test).
 
 All functions take flat per-trajectory arrays plus an integer question-group code ``group`` (0..G-1)
 and return per-question arrays of length G, computed with ``np.bincount`` (no Python loop over
@@ -25,7 +26,7 @@ def binary_entropy(p: np.ndarray) -> np.ndarray:
 
 @dataclass
 class QuestionStats:
-    """Per-question estimates (arrays of length G; diagnostics.md section 1-2)."""
+    """Per-question estimates (arrays of length G; docs/estimators.md#per-question-entropies)."""
 
     K: np.ndarray  # samples per question
     K1: np.ndarray  # successes
@@ -36,7 +37,7 @@ class QuestionStats:
     H_tok: np.ndarray  # (1/K) sum_k hbar_k
     H_tok_pos: np.ndarray  # success stratum mean of hbar_k; NaN if K1 < min_k_r
     H_tok_neg: np.ndarray  # failure stratum mean of hbar_k; NaN if K0 < min_k_r
-    residual: np.ndarray  # Proposition 1 reconstruction residual, all samples (A4)
+    residual: np.ndarray  # Proposition 1 reconstruction residual, all samples (docs/estimators.md#reward-decomposition)
     chain_rule: np.ndarray  # (1/K) sum_k sum_t h_kt (diagnostic only)
 
     @property
@@ -53,11 +54,12 @@ def question_stats(
     n_groups: int | None = None,
     min_k_r: int = 8,
 ) -> QuestionStats:
-    """Per-question p_hat, H_seq, H_r (+log p_hat_r shift, A3), token entropies and residual.
+    """Per-question p_hat, H_seq, H_r (+log p_hat_r shift, docs/estimators.md#per-question-entropies), token
+    entropies and residual.
 
     ``group`` (N,) int codes; ``reward`` (N,) in {0,1}; ``logprob_sum`` (N,) = sum_t log pi (nats);
     ``token_entropy_mean`` (N,) = hbar_k, the within-trajectory mean of full-vocabulary entropies.
-    Averaging order (section 1): within trajectory, then within question.
+    Averaging order (docs/estimators.md#per-question-entropies): within trajectory, then within question.
     """
     group = np.asarray(group, dtype=np.int64)
     r = np.asarray(reward, dtype=np.float64)
@@ -81,7 +83,8 @@ def question_stats(
         H1 = m1 + np.log(p)
         H0 = m0 + np.log1p(-p)
         H_seq = S / K
-        # Prop. 1 reconstruction over all samples; a term with weight 0 is dropped (A4).
+        # Prop. 1 reconstruction over all samples; a term with weight 0 is dropped
+        # (docs/estimators.md#reward-decomposition).
         recon = binary_entropy(p) + np.where(K1 > 0, p * H1, 0.0) + np.where(K0 > 0, (1 - p) * H0, 0.0)
         tok1 = np.where(K1 > 0, T1 / K1, np.nan)
         tok0 = np.where(K0 > 0, (T - T1) / K0, np.nan)
@@ -107,7 +110,7 @@ def nanmean(x: np.ndarray) -> float:
 
 
 def reward_ratios(h_pos: np.ndarray, h_neg: np.ndarray) -> dict[str, float | int]:
-    """Broad and paired failed-to-success ratios of macro means (section 3, A5).
+    """Broad and paired failed-to-success ratios of macro means (docs/estimators.md#reward-conditioned-ratios).
 
     ``h_pos``/``h_neg``: per-question stratum token entropies over ALL probe questions (NaN where
     K_r < min_k_r). Broad uses Q_1 and Q_0 separately; paired uses Q_c = Q_0 & Q_1.
@@ -137,7 +140,8 @@ def reward_ratios(h_pos: np.ndarray, h_neg: np.ndarray) -> dict[str, float | int
 
 
 def sign_test(h_pos: np.ndarray, h_neg: np.ndarray) -> dict[str, float | int]:
-    """One-sided exact sign test on Q_c: P(Bin(n, 1/2) >= wins), ties dropped (section 3, A15, Table A5)."""
+    """One-sided exact sign test on Q_c: P(Bin(n, 1/2) >= wins), ties dropped (docs/estimators.md#sign-test, Table
+    A5)."""
     h_pos = np.asarray(h_pos, dtype=np.float64)
     h_neg = np.asarray(h_neg, dtype=np.float64)
     both = ~np.isnan(h_pos) & ~np.isnan(h_neg)

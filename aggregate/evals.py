@@ -1,4 +1,5 @@
-"""Benchmark-side estimators (diagnostics.md sections 7, 8, 11, 12; Table 1, Table A9, Figures 3 and 7).
+"""Benchmark-side estimators (Table 1, Table A9, Figures 3 and 7; docs/estimators.md#failure-detector,
+#passk, #traces-and-progress, #greedy-accuracy).
 
 Unbiased pass@k, the Clip-Cov-7B failure detector, Table 1's macro average, the fixed visual
 smoothing of traces, the normalised-progress grid and Spearman with an exact permutation p.
@@ -37,7 +38,7 @@ def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
 def failure_detector(steps: np.ndarray, correct: np.ndarray, total: np.ndarray | int,
                      peak_min: float = 0.30, end_max: float = 0.05, drop_min: float = 0.30) -> dict:
     """Fire iff peak >= 30% and endpoint <= 5% and peak - endpoint >= 30 pp (inclusive), on the raw,
-    unsmoothed dense trace sorted by step; compared as exact integer fractions (section 7).
+    unsmoothed dense trace sorted by step; compared as exact integer fractions (docs/estimators.md#failure-detector).
     Also returns the last-argmax step and the onset (first step after the last peak with acc <= 5%)."""
     steps = np.asarray(steps, dtype=np.int64)
     order = np.argsort(steps, kind="stable")
@@ -75,7 +76,8 @@ def centered_moving_average(y: np.ndarray, window: int = 5) -> np.ndarray:
 
 
 def debiased_ema(y: np.ndarray, w: float = 0.6) -> np.ndarray:
-    """s_t = w s_{t-1} + (1-w) y_t, output s_t / (1 - w^t) (the alternative smoother, section 11)."""
+    """s_t = w s_{t-1} + (1-w) y_t, output s_t / (1 - w^t) (the alternative smoother,
+    docs/estimators.md#traces-and-progress)."""
     out, s = np.empty(len(y)), 0.0
     for t, v in enumerate(np.asarray(y, dtype=np.float64), start=1):
         s = w * s + (1 - w) * v
@@ -84,19 +86,20 @@ def debiased_ema(y: np.ndarray, w: float = 0.6) -> np.ndarray:
 
 
 def progress(steps: np.ndarray, steps_per_epoch: float) -> np.ndarray:
-    """Normalised one-epoch progress = raw step / steps per epoch (section 11)."""
+    """Normalised one-epoch progress = raw step / steps per epoch (docs/estimators.md#traces-and-progress)."""
     return np.asarray(steps, dtype=np.float64) / float(steps_per_epoch)
 
 
 def interpolate_on_progress(steps: np.ndarray, values: np.ndarray, steps_per_epoch: float,
                             grid: np.ndarray) -> np.ndarray:
-    """np.interp of a logged trace onto normalised-progress points (section 11)."""
+    """np.interp of a logged trace onto normalised-progress points (docs/estimators.md#traces-and-progress)."""
     return np.interp(grid, progress(steps, steps_per_epoch), np.asarray(values, dtype=np.float64))
 
 
 def spearman_with_p(x: np.ndarray, y: np.ndarray, exact_max_n: int = 8) -> dict[str, float | int]:
     """Spearman rho (average ranks), its t-approximation p (two-sided, scipy) and the exact two-sided
-    permutation p = #{perm : |rho_perm| >= |rho|} / n! for n <= exact_max_n (RQ3, section 12)."""
+    permutation p = #{perm : |rho_perm| >= |rho|} / n! for n <= exact_max_n (RQ3,
+    docs/estimators.md#greedy-accuracy)."""
     from aggregate.covariance import paired_finite, pearson, rankdata
 
     x, y = paired_finite(x, y)

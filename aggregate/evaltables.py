@@ -1,5 +1,5 @@
 """Aggregates of the ``greedy``, ``passk`` and ``covariance`` tables (Table 1, Table A7, Table A9,
-Figure 6) and the per-run failure detector (diagnostics.md sections 5, 7, 8)."""
+Figure 6) and the per-run failure detector (docs/estimators.md#covariance-prediction, #failure-detector, #passk)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def passk_summary(passk: pa.Table, k: int) -> list[dict]:
 
 
 def transitions(cov: pa.Table) -> list[dict]:
-    """Per transition (scale, method, step_from, step_to): P and O = means over its rows (token-pooled, A9)."""
+    """Per transition (scale, method, step_from, step_to): P and O = means over its rows (token-pooled,
+    docs/estimators.md#covariance-prediction)."""
     gid, keys = group_keys(cov, ["scale", "method", "step_from", "step_to"])
     G = len(keys["step_from"])
     cnt = np.bincount(gid, minlength=G)

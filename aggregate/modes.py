@@ -1,8 +1,8 @@
-"""Semantic modes: effective mode count, rarefaction, retention (diagnostics.md section 4, Table 1, A6).
+"""Semantic modes: effective mode count, rarefaction, retention (docs/estimators.md#semantic-modes, Table 1, Table A6).
 
 D_1 = exp(H_M) with count-based q(m|x) = n_m/n (Hill number of order 1). Rarefaction to a common
 size m = min(n_base, n_c) with R frozen draws per (question, checkpoint), keyed RNG from seed 2030
-(A7). Retention = 100 * mean_x rho(x), rho = D1~_c / D1~_base (A8).
+(docs/estimators.md#semantic-modes). Retention = 100 * mean_x rho(x), rho = D1~_c / D1~_base.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def _row_d1(draws: np.ndarray, n_labels: int) -> np.ndarray:
 def rarefied_d1(labels: np.ndarray, m: int, rng: np.random.Generator,
                 n_draws: int = 100) -> tuple[float, np.ndarray | None]:
     """Mean D_1 over ``n_draws`` size-m subsamples without replacement (one ``rng.choice(n, m,
-    replace=False)`` call per draw, Oracle 4's stream). If n == m the sample itself is used and
+    replace=False)`` call per draw, the stream of the worked example in tests/aggregate/test_estimators.py). If n ==
+    m the sample itself is used and
     no draws are made. Returns (value, drawn indices (R, m) or None) - the frozen draws."""
     labels = np.asarray(labels)
     n = labels.size

@@ -2,7 +2,8 @@
 
 Each analysis runs only when its inputs exist; otherwise a note names the missing input and the
 outputs it disables (``results['notes']``, ``results['unavailable']``). Reporting points follow
-Table A3 (A14): ordinary runs use their final checkpoint; a run that fires the failure detector
+Table A3 (docs/estimators.md#reporting-points): ordinary runs use their final checkpoint; a run that fires the
+failure detector
 uses its last probe/benchmark checkpoint before the onset for Table 1, ratios and retention, its
 final checkpoint (flagged) for q99, and is excluded from the covariance fit and correlations.
 """

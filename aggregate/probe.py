@@ -194,6 +194,7 @@ def _retention_entry(e: int, base_labels: dict, trained_labels: dict, label: str
 
 
 def _support_loss(base: dict[str, np.ndarray], trained: dict[str, np.ndarray], qids: list[str]) -> float:
-    """Fraction of eligible questions where a base mode is absent at the checkpoint (A16, stricter variant)."""
+    """Fraction of eligible questions where a base mode is absent at the checkpoint (support loss,
+    docs/estimators.md#semantic-modes)."""
     lost = [bool(set(base[q]) - set(trained[q])) for q in qids]
     return float(np.mean(lost)) if lost else float("nan")

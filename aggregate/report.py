@@ -41,16 +41,18 @@ PROVENANCE = {
 
 DEVIATIONS = (
     "Paired bootstrap: vectorised (each question's inner resamples drawn in one call), so its random stream "
-    "differs from the spec's per-resample draw order; the naive loop in `aggregate.bootstrap` reproduces "
-    "Oracle 3 exactly and the two agree in distribution (tests). Generators are keyed per checkpoint: "
+    "differs from the one-resample-at-a-time loop; that loop (`aggregate.bootstrap`) reproduces the worked "
+    "example of docs/estimators.md#hierarchical-bootstrap exactly and the two agree in distribution (tests). "
+    "Generators are keyed per checkpoint: "
     "`default_rng([seed, crc32('scale/method/step')])`.",
     "Rarefaction draws: `default_rng([2030, question_key, checkpoint_key])` with question_key = int(question_id) "
     "when numeric else its crc32 and checkpoint_key = crc32('scale/method/step'); 100 "
-    "`rng.choice(n, m, replace=False)` calls (Oracle 4's stream).",
+    "`rng.choice(n, m, replace=False)` calls (docs/estimators.md#semantic-modes).",
     "Bootstrap CIs and retention are computed for every checkpoint in `samples`, not only the reporting points.",
     "A run that fires the failure detector reports Table 1 at its last full-benchmark step before the onset, "
     "ratios and retention at its last probe step before the onset, q99 at its final step (flagged), and is "
-    "excluded from the covariance fit and correlations (A14 generalised from the paper's steps 2,000 / 8,000).",
+    "excluded from the covariance fit and correlations (docs/estimators.md#reporting-points, generalised from "
+    "the paper's Clip-Cov-7B steps 2,000 / 8,000).",
     "`process_valid` all null: the mode population is every labelled verifier success (noted when it happens).",
     "Sign-test and rank statistics are computed without scipy.stats (exact integer binomial tail; average "
     "ranks); tests cross-check them against scipy.",
@@ -126,7 +128,8 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
          f"(seed {st.bootstrap_seed}, keyed per endpoint), rarefaction seed {st.rarefaction_seed} "
          f"(R = {st.rarefaction_draws}, m_min = {st.min_mode_m}), q{100 * st.q99_quantile:g} with "
          f"`{st.quantile_method}` quantiles, "
-         f"pass@{st.pass_k}. Estimator definitions: diagnostics.md sections 1-12, ambiguities A1-A16 as recommended.",
+         f"pass@{st.pass_k}. Every estimator (definition, units, interval) is defined in `docs/estimators.md` of the "
+         "harness, its open choices in that file's #choices table; every setting in `docs/settings.md`.",
          "",
          "## Outputs and the paper artifacts they reproduce", "",
          "| Output | Reproduces | Reads | Files | Status |", "|---|---|---|---|---|"]
@@ -138,11 +141,11 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
         where, reads = PROVENANCE[key]
         L.append(f"| {key} | {where} | {reads} | {', '.join(f'`figures/{f}`' for f in files) or '–'} | "
                  f"{'rendered' if files else 'not drawn: inputs missing'} |")
-    L += ["", "## Numbers per reporting point (Table A3 rule)", "",
+    L += ["", "## Numbers per reporting point (paper Table A3 rule; docs/estimators.md#reporting-points)", "",
           "Each value below is also in `summary.json` (`runs`, and per checkpoint under `endpoints`).", "",
-          "| Run | probe step | Broad (A4, Fig. 4) | Paired [CI] (A4, Fig. 5) | n_c | Cov. S/F % (A4) | Failure "
-          "higher / p (A5) | "
-          "Retention [CI] (T1, A6) | q99 S/F % (T2) | pass@k (T1) | Avg (T1) |",
+          "| Run | probe step | Broad (Tab. A4, Fig. 4) | Paired [CI] (Tab. A4, Fig. 5) | n_c | Cov. S/F % (Tab. A4) "
+          "| Failure higher / p (Tab. A5) | "
+          "Retention [CI] (Tab. 1, A6) | q99 S/F % (Tab. 2) | pass@k (Tab. 1) | Avg (Tab. 1) |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res.get("runs", []):
         ci = r.get("paired_ci") or [None, None]
@@ -173,11 +176,11 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     eps = res.get("endpoints", [])
     if eps:
         worst = max((e.get("max_decomposition_residual", 0.0) for e in eps), default=0.0)
-        L += ["", "## Proposition 1 accounting check", "",
+        L += ["", "## Proposition 1 accounting check (docs/estimators.md#reward-decomposition)", "",
               f"Max |ε| over all endpoints and questions = {worst:.3g} nats (`summary.json` → "
               f"`endpoints[*].max_decomposition_residual`). "
               "A zero residual verifies accounting only, not the reward ordering."]
-    L += ["", "## Choices beyond the spec's worked examples (recorded deviations)", ""]
+    L += ["", "## Implementation choices (recorded deviations)", ""]
     L += [f"- {d}" for d in DEVIATIONS]
     L += ["", "## Missing inputs (outputs they disable)", ""]
     L += [f"- {k}: {v}" for k, v in res.get("unavailable", {}).items()] or ["- none"]

@@ -1,8 +1,8 @@
-"""Aggregation settings: every default of the role, written once (diagnostics.md section 13, A1-A16).
+"""Aggregation settings: every default of the role, written once (docs/estimators.md, its #choices table).
 
 Until ``rcea.config.load_config(scale)`` provides the ``[aggregate]`` section, these defaults are the
 single source; the CLI overrides individual fields (``AggregateSettings.replace``).
-Status tags: [S] stated by the paper, [R] reconstructed, [C] our choice (diagnostics.md).
+Status tags: [S] stated by the paper, [R] reconstructed, [C] our choice (as in docs/settings.md).
 """
 
 from __future__ import annotations
@@ -25,21 +25,23 @@ class AggregateSettings:
     min_k_r: int = 8
     """[S] a reward-conditioned quantity is reported only if K_r >= min_k_r (lower it for tiny runs)."""
     rarefaction_seed: int = 2030
-    """[S] seed of the frozen rarefaction draws; keyed per (question, checkpoint) (A7)."""
+    """[S] seed of the frozen rarefaction draws; keyed per (question, checkpoint)
+    (docs/estimators.md#semantic-modes)."""
     rarefaction_draws: int = 100
-    """[C] R, subsample draws per rarefied effective-mode count (A7)."""
+    """[C] R, subsample draws per rarefied effective-mode count (docs/estimators.md#semantic-modes)."""
     min_mode_m: int = 8
-    """[C] m_min: a (question, checkpoint) pair is retention-eligible iff min(n_base, n_c) >= m_min (A7)."""
+    """[C] m_min: a (question, checkpoint) pair is retention-eligible iff min(n_base, n_c) >= m_min
+    (docs/estimators.md#semantic-modes)."""
     uncertain_labels: tuple[str, ...] = ("uncertain",)
     """[S] mode labels excluded from the mode population."""
     q99_quantile: float = 0.99
     """[S] within-stratum cutoff quantile of the chosen-token covariance proxy."""
     quantile_method: str = "linear"
-    """[C] numpy quantile method (Hyndman-Fan type 7) (A12)."""
+    """[C] numpy quantile method (Hyndman-Fan type 7) (docs/estimators.md#covariance-proxy-and-q99-share)."""
     rank_budgets: tuple[float, ...] = (0.01, 0.025, 0.05)
     """[S] equal-count upper-tail budgets of Table A8."""
     advantage_eps: float = 1e-4
-    """[R] GRPO advantage denominator epsilon (A11)."""
+    """[R] GRPO advantage denominator epsilon (docs/estimators.md#covariance-proxy-and-q99-share)."""
     pass_k: int = 64
     """[S] k of the reported pass@k (MATH500 pass@64)."""
     failure_benchmark: str = "math500"

@@ -1,7 +1,8 @@
 """Reward-stratified chosen-token covariance proxy from the ``tokens`` table (Table 2, Table A8).
 
 For each endpoint present in ``tokens``: join every token to its trajectory in ``samples``
-(reward and GRPO advantage of its probe group, A11), centre A and l over all of the endpoint's
+(reward and GRPO advantage of its probe group, docs/estimators.md#covariance-proxy-and-q99-share), centre A and l
+over all of the endpoint's
 tokens, split by the trajectory's reward, then the q99 share with ties retained (and the selected
 fraction) and the equal-count rank-budget shares. The join works on runs of equal keys, so a
 token table sorted by trajectory (the usual layout) costs a few vector passes, not a hash join.

@@ -1,6 +1,6 @@
 """Question-local semantic modes: induce, merge, freeze, assign twice, reconcile, extend, export.
 
-Paper supplement §12; diagnostics.md §4. Population: process-valid successes (reward 1 and
+Paper supplement §12; docs/estimators.md#semantic-modes. Population: process-valid successes (reward 1 and
 process_valid True). Per question, with seeds from config [codebook]:
 
 1. induce   chunks of `chunk_size` trajectories in seed-2027 order -> candidate modes, each with the chunk's

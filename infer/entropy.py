@@ -11,7 +11,8 @@ so the hidden states at indices P-1 .. P+T-2 give the T completion positions.
 The chunked functions never hold more than `chunk` rows of a (T, V) logit matrix: each chunk of rows
 is projected (hidden @ W.T), upcast to fp32, shifted by its row maximum, exponentiated, and reduced in
 two stages: fp32 partial sums over blocks of BLOCK vocabulary entries, then an fp64 sum of the ~V/BLOCK
-partials (a direct fp64 reduction is 15x slower on CPU; the error stays near fp32 rounding of one block). Stable form: H = logsumexp(z) - sum softmax(z) * z  (diagnostics.md section 1).
+partials (a direct fp64 reduction is 15x slower on CPU; the error stays near fp32 rounding of one block). Stable
+form: H = logsumexp(z) - sum softmax(z) * z  (docs/estimators.md#per-question-entropies).
 With z' = z - max(z), s = sum exp(z'):  H = log s - sum exp(z') z' / s,  log pi(a) = z'_a - log s.
 """
 
@@ -89,7 +90,7 @@ def naive_stats_from_logits(logits: torch.Tensor, targets: torch.Tensor) -> tupl
 
 
 def covariance_prediction(z_from: torch.Tensor, z_to: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact full-vocabulary first-order entropy change per position (diagnostics.md section 5), fp64.
+    """Exact full-vocabulary first-order entropy change per position (docs/estimators.md#covariance-prediction), fp64.
 
     z_from, z_to (P, V): logits of the two checkpoints at the same prefixes.
     pred = -Cov_{a~pi}(log pi(a), dz(a)) = -sum pi l dz + (sum pi l)(sum pi dz), pi, l from z_from;

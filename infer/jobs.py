@@ -2,7 +2,7 @@
 computes every row in memory, then writes its table parts atomically (infer.tables), so a killed job
 leaves nothing and its rerun writes exactly the rows of an uninterrupted run.
 
-Settings: decisions.md (evaluation and probes); formulas: diagnostics.md sections 1, 5, 6, 8.
+Settings: docs/settings.md (`[eval]`, `[passk]`, `[probe]`, `[covariance]`); formulas: docs/estimators.md.
 """
 
 from __future__ import annotations

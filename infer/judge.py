@@ -1,4 +1,4 @@
-"""Process-validity judge (paper supplement §12; diagnostics.md §9).
+"""Process-validity judge (paper supplement §12; docs/estimators.md#judge-calibration).
 
 For each verifier-accepted probe trajectory: does it contain a fatal reasoning error? The frozen
 judge (config [judge]: temperature 0, seed 2027) answers through an OpenAI-compatible endpoint.
@@ -128,7 +128,7 @@ def run_judge(scale: str, judge) -> pd.DataFrame:
     return out
 
 
-# ---- calibration (diagnostics.md §9) -------------------------------------------------------------
+# ---- calibration (docs/estimators.md#judge-calibration) -------------------------------------------------------------
 
 def calibration_metrics(y_true, y_pred) -> dict[str, float]:
     """Positive class = valid. `y_pred` items may be None (abstain); metrics use covered items only.

@@ -1,4 +1,4 @@
-"""Reward-stratified chosen-token covariance proxy, per token (diagnostics.md section 6).
+"""Reward-stratified chosen-token covariance proxy, per token (docs/estimators.md#covariance-proxy-and-q99-share).
 
 cov_i = (A_i - mean A) * (l_i - mean l), where l_i is the chosen-token log-prob (nats) and the means are
 token-level over all eligible tokens of the batch (here: one probe job, every question and sample).

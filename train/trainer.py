@@ -3,7 +3,7 @@
 Group-level work runs once per rollout in `_generate_and_score_completions` (rewards, group ids,
 dynamic sampling, reference / rollout-entropy passes, `objective.prepare`); the per-token loss runs in
 `_compute_loss` (`objective.token_loss`, then the GA-aware aggregation). Nothing else of TRL is changed.
-Single process (one GPU or CPU), as decisions.md runs it.
+Single process (one GPU or CPU), as the paper's runs (docs/settings.md, `[train]`).
 
 Batch layout TRL hands us (B = per_device_batch * steps_per_generation rows, T completion positions):
 rows come in groups of G consecutive copies of one prompt; prompts are left-padded, completions
@@ -69,7 +69,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
                                "use the pinned environment (.envs/train or the train image)")
         super().__init__(*args, **kwargs)
         if self.accelerator.num_processes != 1:
-            raise RuntimeError("ObjectiveGRPOTrainer runs on one process (one GPU or CPU), as decisions.md does")
+            raise RuntimeError("ObjectiveGRPOTrainer runs on one process (one GPU or CPU), as the paper's runs do")
         self.objective = get(objective)
         self.settings = dict(objective_settings)
         self.refill_seed = refill_seed
@@ -122,7 +122,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         return torch.arange(n, device=self.accelerator.device) // self.num_generations
 
     def _dynamic_sampling(self, out: dict, inputs: list) -> dict:
-        """DAPO: keep groups with 0 < #correct < G (verifier), refill from fresh prompts (objectives.md 8.3)."""
+        """DAPO: keep groups with 0 < #correct < G (verifier), refill from fresh prompts (docs/objectives.md#dapo)."""
         G = self.num_generations
         n_groups = out["completion_ids"].size(0) // G
         rng = random.Random(hash((self.refill_seed, self.state.global_step, self._rollouts)))

@@ -1,4 +1,4 @@
-"""Independent partition audit of the frozen semantic modes (paper supplement §12; diagnostics.md §10).
+"""Independent partition audit of the frozen semantic modes (paper supplement §12; docs/estimators.md#partition-audit).
 
     python -m infer.audit sample --scale S [--questions 29] [--per-question 18] [--exclude dev_ids.txt]
     python -m infer.audit serve  --scale S [--port 8765] [--annotators A,B]

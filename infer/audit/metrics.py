@@ -1,4 +1,4 @@
-"""Partition-audit metrics and the five predeclared gates (diagnostics.md §10; paper supplement §12).
+"""Partition-audit metrics and the five predeclared gates (docs/estimators.md#partition-audit; paper supplement §12).
 
 Pairs are within-question trajectory pairs; label 1 = "different" strategy, 0 = "same". The automatic
 label comes from the frozen mode partition; a pair with a trajectory without an automatic mode

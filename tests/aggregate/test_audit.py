@@ -1,4 +1,5 @@
-"""Oracles 9 and 10 (judge calibration, partition audit) and the majorization variant (A16)."""
+"""Worked examples of docs/estimators.md#judge-calibration and #partition-audit, and the majorization
+variant of #semantic-modes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def _calibration_items() -> tuple[list[bool], list[bool | None]]:
     return valid, verdict
 
 
-def test_oracle9_unique_confusion_matrix() -> None:
+def test_judge_calibration_worked_example_has_a_unique_confusion_matrix() -> None:
     m = audit.judge_calibration(*_calibration_items())
     assert (m["tp"], m["fn"], m["fp"], m["tn"]) == (56, 2, 3, 56) and m["coverage"] == 1.0
     assert m["accuracy"] == pytest.approx(0.957264957, abs=1e-9)
@@ -28,7 +29,7 @@ def test_oracle9_unique_confusion_matrix() -> None:
                                                                                                       abs=1e-9)
 
 
-def test_oracle10_partition_audit() -> None:
+def test_partition_audit_worked_example() -> None:
     qs = [{"A": [0, 0, 1, 1, 2], "B": [0, 0, 1, 1, 1], "adjudicated": [0, 0, 1, 1, 2], "auto": [0, 0, 1, 1, 1]},
           {"A": [0, 0, 1, 1], "B": [0, 0, 1, 1], "adjudicated": [0, 0, 1, 1], "auto": [0, 0, 1, None]}]
     r = audit.partition_audit(qs)

@@ -1,4 +1,4 @@
-"""Every worked number of diagnostics.md (Oracles 1-8, 11, 12) plus property tests."""
+"""Worked examples of every estimator in docs/estimators.md, hand-computed independently, plus property tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aggregate import bootstrap, covariance, entropy, evals, modes
 TOL = 1e-9
 
 
-# ---- Oracle 1 / 2: per-question entropies and Proposition 1 ------------------------------------------
+# ---- worked example: per-question entropies and the reward decomposition ------------------------------------------
 TOY_R = np.array([1, 1, 1, 0, 0])
 TOY_LP = np.array([-10.0, -12, -14, -30, -26])
 TOY_TOK = [[0.5, 0.1, 0.3], [0.2, 0.4], [0.6, 0, 0.3, 0.3], [1.2, 0.8, 1.0], [0.9, 1.1]]
@@ -22,7 +22,7 @@ def _toy(min_k_r: int) -> entropy.QuestionStats:
     return entropy.question_stats(np.zeros(5, int), TOY_R, TOY_LP, hbar, n_tok, min_k_r=min_k_r)
 
 
-def test_oracle1_question_quantities() -> None:
+def test_per_question_entropies_worked_example() -> None:
     q = _toy(2)
     assert q.p_hat[0] == pytest.approx(0.6, abs=TOL)
     assert q.H_seq[0] == pytest.approx(18.4, abs=TOL)
@@ -36,14 +36,15 @@ def test_oracle1_question_quantities() -> None:
     assert pooled == pytest.approx(0.55, abs=TOL) and abs(pooled - q.H_tok[0]) > 0.02
 
 
-def test_oracle1_kmin8_gives_nan_not_zero() -> None:
+def test_conditional_entropies_below_k_min_are_nan_not_zero() -> None:
     q = _toy(8)
     for v in (q.H_seq_pos, q.H_seq_neg, q.H_tok_pos, q.H_tok_neg):
         assert np.isnan(v[0])
-    assert q.residual[0] == pytest.approx(0.0, abs=TOL)  # residual uses all samples (A4)
+    # residual uses all samples (docs/estimators.md#reward-decomposition)
+    assert q.residual[0] == pytest.approx(0.0, abs=TOL)
 
 
-def test_oracle2_exact_decomposition() -> None:
+def test_reward_decomposition_worked_example_closes_exactly() -> None:
     pi = np.array([0.4, 0.2, 0.3, 0.1])
     R = np.array([1, 1, 0, 0])
     H = -(pi * np.log(pi)).sum()
@@ -72,12 +73,12 @@ def test_decomposition_residual_property() -> None:
     assert np.allclose(mix[m], q.H_tok[m], atol=1e-12)
 
 
-# ---- Oracle 3: ratios, sign test, bootstrap ---------------------------------------------------------
+# ---- worked example: ratios, sign test, bootstrap ---------------------------------------------------------
 HP = np.array([0.30, 0.25, np.nan, 0.40, np.nan, 0.35])
 HN = np.array([0.45, np.nan, 0.80, 0.50, 0.90, 0.33])
 
 
-def test_oracle3_ratios_and_sign_test() -> None:
+def test_broad_and_paired_ratios_and_sign_test_worked_example() -> None:
     r = entropy.reward_ratios(HP, HN)
     assert r["coverage_success"] == pytest.approx(4 / 6) and r["coverage_failure"] == pytest.approx(5 / 6)
     assert r["paired_n"] == 3
@@ -118,7 +119,7 @@ BS_S = [[.30, .28, .35, .31], [.40, .42, .38], [.35, .37, .30], [.22, .25, .27, 
 BS_F = [[.50, .44, .41], [.52, .47, .55, .49], [.33, .39, .31], [.29, .35, .26]]
 
 
-def test_oracle3_bootstrap_naive_exact() -> None:
+def test_naive_bootstrap_reproduces_the_worked_interval_exactly() -> None:
     point = np.mean([np.mean(f) for f in BS_F]) / np.mean([np.mean(s) for s in BS_S])
     assert point == pytest.approx(1.245784695, abs=1e-9)
     reps = bootstrap.paired_ratio_bootstrap_naive(BS_S, BS_F, 10_000, np.random.default_rng(2027))
@@ -145,12 +146,12 @@ def test_bootstrap_holds_strata_sizes_degenerate_questions() -> None:
         bootstrap.paired_ratio_bootstrap([np.array([])], [np.array([1.0])], 10, np.random.default_rng(0))
 
 
-# ---- Oracle 4: modes ---------------------------------------------------------------------------------
+# ---- worked example: modes ---------------------------------------------------------------------------------
 BASE = np.array(["m0"] * 5 + ["m1"] * 3 + ["m2"] * 2 + ["m3"] * 2)
 TRAINED = np.array(["m0"] * 16 + ["m1"] * 3 + ["m2"])
 
 
-def test_oracle4_modes() -> None:
+def test_effective_mode_count_and_rarefaction_worked_example() -> None:
     assert modes.effective_mode_count(BASE) == pytest.approx(3.701008638, abs=TOL)
     assert modes.effective_mode_count(TRAINED) == pytest.approx(1.845720013, abs=TOL)
     v, draws = modes.rarefied_d1(TRAINED, 12, np.random.default_rng([2030, 7, 3]), 100)
@@ -161,7 +162,7 @@ def test_oracle4_modes() -> None:
     assert modes.chao_rarefied_d1(TRAINED, 12) == pytest.approx(1.760294084, abs=TOL)
 
 
-def test_oracle4_retention_and_ci() -> None:
+def test_retention_and_question_bootstrap_worked_example() -> None:
     rho = np.array([0.4719137, 1.0, 0.8, 1.1, 0.9])
     assert 100 * rho.mean() == pytest.approx(85.438274, abs=1e-6)
     reps = bootstrap.question_bootstrap_mean(rho, 10_000, np.random.default_rng(2027))
@@ -183,22 +184,22 @@ def test_retention_pairs_keyed_and_identity() -> None:
     assert len(small["rho"]) == 0  # m = 7 < m_min
 
 
-# ---- Oracle 5: covariance prediction and fit ----------------------------------------------------------
-def test_oracle5_prediction() -> None:
+# ---- worked example: covariance prediction and fit ----------------------------------------------------------
+def test_covariance_prediction_worked_example() -> None:
     z = np.array([2, 1, 0.5, -1, -2.0])
     dz = np.array([0.05, -0.02, 0.01, 0, -0.03])
     assert covariance.entropy_from_logits(z) == pytest.approx(1.063929368, abs=TOL)
     pred, obs = covariance.covariance_prediction(z, z + dz)
     assert pred == pytest.approx(-0.018639956, abs=TOL) and obs == pytest.approx(-0.018960954, abs=TOL)
     assert covariance.covariance_prediction(z, z + dz + 3)[0] == pytest.approx(pred, abs=1e-14)
-    # gradient -pi_b (l_b + H) sums to zero and matches the spec
+    # gradient -pi_b (l_b + H) sums to zero and matches the hand-computed values
     lp = z - np.log(np.exp(z).sum())
     grad = -np.exp(lp) * (lp + covariance.entropy_from_logits(z))
     assert grad == pytest.approx([-0.336111, 0.098084, 0.126735, 0.073291, 0.038002], abs=1e-6)
     assert abs(grad.sum()) < 1e-15
 
 
-def test_oracle5_fit() -> None:
+def test_covariance_fit_statistics_worked_example() -> None:
     f = covariance.fit_summary([-.020, -.012, -.030, .004, -.008, -.015], [-.018, -.014, -.027, -.001, -.009, -.016])
     assert f["sign_agreement"] == pytest.approx(5 / 6)
     assert f["spearman"] == pytest.approx(1.0)
@@ -211,8 +212,8 @@ def test_oracle5_fit() -> None:
     assert f["median_rel_error"] == pytest.approx(0.111111111, abs=TOL)
 
 
-# ---- Oracle 6: q99 share and rank budget ---------------------------------------------------------------
-def test_oracle6a_ties_retained() -> None:
+# ---- worked example: q99 share and rank budget ---------------------------------------------------------------
+def test_q99_share_keeps_ties_worked_example() -> None:
     F = np.r_[[-0.2] * 59, [0.1] * 20, [0.5] * 120, [2.0]]
     for method in ("linear", "higher", "inverted_cdf"):
         s = covariance.q99_share(F, method=method)
@@ -224,7 +225,7 @@ def test_oracle6a_ties_retained() -> None:
         assert r["k"] == k and r["share"] == pytest.approx(share, abs=TOL)
 
 
-def test_oracle6b_quantile_methods() -> None:
+def test_q99_cut_under_each_quantile_method() -> None:
     S = np.arange(1, 101.0)
     lin = covariance.q99_share(S)
     assert lin["cutoff"] == pytest.approx(99.01) and lin["selected_fraction"] == 0.01
@@ -234,7 +235,7 @@ def test_oracle6b_quantile_methods() -> None:
     assert inv["cutoff"] == 99 and inv["share"] == pytest.approx(0.0394059, abs=1e-7)
 
 
-def test_oracle6c_end_to_end_proxy() -> None:
+def test_covariance_proxy_end_to_end_worked_example() -> None:
     lps = [[-.1, -.5], [-.2, -1.5, -.3], [-2, -.7, -.1, -.4], [-.4, -3, -.2, -.6, -.1],
            [0, 0, -.9], [0, -.2, 0], [-1.2, 0], [0, 0, -.6, 0]]
     r = np.array([1, 1, 0, 0, 0, 0, 0, 0])
@@ -256,8 +257,8 @@ def test_q99_no_positive_mass_is_nan() -> None:
     assert np.isnan(covariance.q99_share(-np.ones(10))["share"])
 
 
-# ---- Oracle 7, 8, 11, 12 -----------------------------------------------------------------------------
-def test_oracle7_failure_detector() -> None:
+# ---- worked examples: failure detector, pass@k, smoothing, macro average ------------------------------
+def test_failure_detector_worked_examples() -> None:
     f = evals.failure_detector([0, 1000, 2400, 3600, 4000, 8000], [180, 383, 383, 304, 1, 1], 500)
     assert f["fired"] and f["peak"] == pytest.approx(0.766) and f["endpoint"] == pytest.approx(0.002)
     assert f["last_argmax_step"] == 2400 and f["onset_step"] == 4000
@@ -268,7 +269,7 @@ def test_oracle7_failure_detector() -> None:
 
 @pytest.mark.parametrize("c,expected", [(0, (0, 0, 0)), (1, (0.015625, 0.125, 1)), (5, (0.078125, 0.4990084611, 1)),
                                         (32, (0.5, 0.9976236089, 1)), (63, (0.984375, 1, 1)), (64, (1, 1, 1))])
-def test_oracle8_pass_at_k(c: int, expected: tuple) -> None:
+def test_unbiased_pass_at_k_worked_examples(c: int, expected: tuple) -> None:
     got = [evals.pass_at_k([64], [c], k)[0] for k in (1, 8, 64)]
     assert got == pytest.approx(list(expected), abs=1e-9)
 
@@ -282,7 +283,7 @@ def test_pass_at_k_monotone_in_k_and_nan_when_k_exceeds_n() -> None:
     assert np.isnan(evals.pass_at_k([4], [1], 8)[0])
 
 
-def test_oracle11_smoothing_and_progress() -> None:
+def test_smoothing_and_progress_grid_worked_example() -> None:
     y = [.9, .7, .8, .4, .5, .3, .35]
     assert evals.centered_moving_average(y, 5) == pytest.approx([0.8, 0.7, 0.66, 0.54, 0.47, 0.3875, 0.383333],
                                                                 abs=1e-6)
@@ -292,7 +293,7 @@ def test_oracle11_smoothing_and_progress() -> None:
     assert got == pytest.approx([0.68, 0.483333], abs=1e-6)
 
 
-def test_oracle12_macro_average_and_spearman() -> None:
+def test_macro_average_and_spearman_worked_example() -> None:
     assert evals.macro_average([100 * 4 / 30, 100 / 30, 48.6, 35, 15]) == pytest.approx(23.0533, abs=1e-4)
     assert round(evals.macro_average([13.3, 3.3, 48.6, 35.0, 15.0]), 2) == 23.04  # rounded cells differ
     s3 = evals.spearman_with_p([94.2, 91.1, 96.0, 94.8, 99.9, 83.7], [93.0, 91.2, 93.2, 93.6, 93.2, 85.6])

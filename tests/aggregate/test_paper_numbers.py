@@ -51,7 +51,7 @@ def test_failure_detector_and_table_a9_from_dense_trace() -> None:
     assert run["clip_cov"]["failed"] and run["clip_cov"]["table1_step"] == 3600  # last full step before the onset
 
 
-def test_covariance_fit_through_pipeline_matches_oracle5() -> None:
+def test_covariance_fit_through_pipeline_matches_the_worked_example() -> None:
     P = [-.020, -.012, -.030, .004, -.008, -.015]
     O = [-.018, -.014, -.027, -.001, -.009, -.016]
     rows: dict[str, list] = {k: [] for k in ("scale", "method", "step_from", "step_to", "predicted_delta",
@@ -76,8 +76,9 @@ def test_covariance_fit_through_pipeline_matches_oracle5() -> None:
     assert "| All nonfailed | 6 | 83.3% | 1.000 | 0.995 | 0.760 |" in tables.tableA7(res, ST).markdown()
 
 
-def test_oracle1_through_the_samples_table() -> None:
-    """Oracle 1's toy as a samples table (k_min 2): the pipeline's per-endpoint means equal the oracle."""
+def test_per_question_worked_example_through_the_samples_table() -> None:
+    """The per-question worked example (docs/estimators.md#per-question-entropies) as a samples table (k_min 2): the
+    pipeline's per-endpoint means equal the oracle."""
     toks = [[0.5, 0.1, 0.3], [0.2, 0.4], [0.6, 0, 0.3, 0.3], [1.2, 0.8, 1.0], [0.9, 1.1]]
     s = pa.table({"scale": ["x"] * 5, "method": ["base"] * 5, "step": [0] * 5, "question_id": ["q"] * 5,
                   "benchmark": ["b"] * 5,

@@ -1,4 +1,4 @@
-"""Partition-audit metrics and gates against diagnostics.md §10 (oracle 10)."""
+"""Partition-audit metrics and gates against the worked example of docs/estimators.md#partition-audit."""
 
 import itertools
 
@@ -7,7 +7,7 @@ import pytest
 from infer.audit.metrics import audit_report, different_pr, macro_f1, pair_labels
 
 
-def oracle10():
+def audit_worked_example():
     qs = {"q1": dict(A=[0, 0, 1, 1, 2], B=[0, 0, 1, 1, 1], auto=[0, 0, 1, 1, 1]),
           "q2": dict(A=[0, 0, 1, 1], B=[0, 0, 1, 1], auto=[0, 0, 1, None])}
     pairs, modes = [], {}
@@ -22,8 +22,8 @@ def oracle10():
     return pairs, modes
 
 
-def test_oracle10_numbers_and_gates():
-    pairs, modes = oracle10()
+def test_audit_worked_example_numbers_and_gates():
+    pairs, modes = audit_worked_example()
     r = audit_report(pairs, modes)
     assert r["pairs"] == 16 and r["pairs_both_raters"] == 16
     assert r["hh_macro_f1"] == pytest.approx(0.854545455, abs=1e-9)
@@ -39,7 +39,7 @@ def test_oracle10_numbers_and_gates():
 
 
 def test_pending_adjudication_is_excluded_and_counted():
-    pairs, modes = oracle10()
+    pairs, modes = audit_worked_example()
     for p in pairs:
         p["adjudicated"] = None
     r = audit_report(pairs, modes)

@@ -63,7 +63,7 @@ def test_naive_reference_agrees_and_bounds_hold():
     np.testing.assert_allclose(nlp.numpy(), lp.numpy(), atol=1e-5)
 
 
-def test_covariance_prediction_oracle_5():
+def test_covariance_prediction_worked_example():
     z = torch.tensor([[2.0, 1.0, 0.5, -1.0, -2.0]], dtype=torch.float64)
     dz = torch.tensor([[0.05, -0.02, 0.01, 0.0, -0.03]], dtype=torch.float64)
     pred, obs = covariance_prediction(z, z + dz)

@@ -132,7 +132,8 @@ def test_greedy_is_deterministic(ran, monkeypatch):
 
 
 def test_covariance_row_matches_an_independent_recomputation(ran, monkeypatch):
-    """Regenerate the prefixes, run both checkpoints as plain PEFT models, apply section 5 in numpy fp64."""
+    """Regenerate the prefixes, run both checkpoints as plain PEFT models, apply
+    docs/estimators.md#covariance-prediction in numpy fp64."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 

@@ -1,4 +1,5 @@
-"""Validity judge: calibration metrics against diagnostics.md §9 (oracle 9), and an end-to-end run."""
+"""Validity judge: calibration metrics against the worked example of docs/estimators.md#judge-calibration, and an
+end-to-end run."""
 
 import json
 import subprocess
@@ -14,15 +15,15 @@ from rcea.paths import project_root
 from tests.infer.scripted_server import ScriptedServer, write_probe_fixture
 
 
-def oracle9_labels():
+def calibration_worked_example_labels():
     # TP = 56, FN = 2, FP = 3, TN = 56 (117 items); correct items first and last
     y = [True] * 56 + [True] * 2 + [False] * 3 + [False] * 56
     p = [True] * 56 + [False] * 2 + [True] * 3 + [False] * 56
     return y, p
 
 
-def test_calibration_oracle9():
-    y, p = oracle9_labels()
+def test_calibration_worked_example():
+    y, p = calibration_worked_example_labels()
     m = calibration_metrics(y, p)
     assert (m["tp"], m["fn"], m["fp"], m["tn"]) == (56, 2, 3, 56)
     assert m["coverage"] == 1.0
@@ -37,7 +38,7 @@ def test_calibration_oracle9():
 
 
 def test_calibrate_cli_on_recorded_verdicts(tmp_path, capsys):
-    y, p = oracle9_labels()
+    y, p = calibration_worked_example_labels()
     f = tmp_path / "labels.csv"
     pd.DataFrame({"label": ["valid" if v else "invalid" for v in y],
                   "pred": ["" if i == 0 else int(v) for i, v in enumerate(p)]}).to_csv(f, index=False)

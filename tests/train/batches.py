@@ -1,4 +1,4 @@
-"""Test batches: the objectives.md section 9 oracle inputs and random right-padded micro-batches."""
+"""Test batches: the worked-example inputs (docs/objectives.md#worked-example) and random right-padded micro-batches."""
 
 import torch
 
@@ -6,7 +6,7 @@ T = torch.tensor
 
 
 def oracle_batch() -> dict:
-    """objectives.md section 9 inputs (float64)."""
+    """The worked-example inputs (float64): two groups of two completions, three tokens each."""
     f = dict(dtype=torch.float64)
     old = T([[-1, -2, -0.5], [-1.5, -0.7, 0], [-0.2, -1.2, -2.5], [-0.9, -0.4, -1.1]], **f)
     delta = T([[0.3, -0.1, 0.05], [-0.4, 0.1, 0], [0, 0.25, -0.3], [0.1, -0.05, 0.2]], **f)

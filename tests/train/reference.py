@@ -1,6 +1,7 @@
 """Independent re-implementation of the seven objectives with plain per-sample Python loops (floats).
 
-Written from objectives.md without reusing train.objectives; tests compare the two on random batches.
+Written from the formulas in docs/objectives.md without reusing train.objectives; tests compare the two on random
+batches.
 """
 
 from __future__ import annotations

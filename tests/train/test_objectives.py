@@ -1,4 +1,5 @@
-"""Objectives against the spec oracles (objectives.md section 9), edge cases and equivalences."""
+"""Objectives against the hand-computed worked example (docs/objectives.md#worked-example), edge cases
+and equivalences."""
 
 import math
 
@@ -13,7 +14,7 @@ from train.objectives.common import group_advantages, overlong_penalty
 from train.objectives.ep_grpo import bucket_zscores, progress_buckets
 from train.objectives.gtpo import conflict_weights, mean_completion_entropy
 
-ORACLES = [  # (name, settings, loss) from objectives.md section 9
+ORACLES = [  # (name, settings, loss), computed independently with numpy
     ("grpo", {}, -0.0175781),
     ("dapo", {}, -0.1881964),
     ("dapo", {"dynamic_sampling": False}, -0.0855438),
@@ -29,7 +30,7 @@ ORACLES = [  # (name, settings, loss) from objectives.md section 9
 
 
 @pytest.mark.parametrize("name,settings,expected", ORACLES)
-def test_spec_oracle_losses(oracle, name, settings, expected):
+def test_worked_example_losses(oracle, name, settings, expected):
     loss, _ = batch_loss(name, oracle, **settings)
     assert float(loss) == pytest.approx(expected, abs=1e-6)
 

@@ -15,7 +15,7 @@ def test_trl_version_is_pinned():
 def test_overridden_trl_methods_unchanged():
     changed = [name for name, digest in trl_method_hashes().items() if TRL_PINNED[name] != digest]
     assert not changed, (
-        f"trl {trl.__version__} changed {changed}; re-read objectives.md section 8 against the new source, "
+        f"trl {trl.__version__} changed {changed}; re-check docs/objectives.md#trl-integration against the new source, "
         "adapt train/trainer.py, then update TRL_PINNED"
     )
 

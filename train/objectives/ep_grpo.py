@@ -1,4 +1,4 @@
-"""EP-GRPO (Yu et al., arXiv 2605.04960): RECONSTRUCTION from the abstract (objectives.md section 6).
+"""EP-GRPO (Yu et al., arXiv 2605.04960): RECONSTRUCTION from the abstract (docs/objectives.md#ep-grpo).
 
 l = -min(rho Ahat, clip(rho, 0.8, 1.2) Ahat), Ahat_{i,t} = g_{i,t} A_i + w d_i z_{i,t}, SEQ aggregation.
 All from the rollout (old) policy, once per rollout:
