@@ -3,6 +3,8 @@
     python -m infer enqueue --scale tiny --method grpo --what all [--override probe.k=4] [--retry-failed]
     python -m infer worker  --scale tiny [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300] [--report 30]
     python -m infer status  --scale tiny [--jobs] [--summary]
+    python -m infer plan    --scale tiny --method grpo --what all      (job specs as JSON lines; infer/unit_cli.py)
+    python -m infer run-job --spec-file JOB.json [--spec-file ...]     (run specs in this process, idempotent)
 """
 
 from __future__ import annotations
@@ -100,8 +102,12 @@ def main(argv=None) -> int:
     s.add_argument("--scale", required=True, choices=SCALES)
     s.add_argument("--jobs", action="store_true", help="list every job")
     s.add_argument("--summary", action="store_true", help="greedy accuracy, boxed rate, mean length per checkpoint")
+    from infer import unit_cli
+
+    unit_cli.add_parsers(sub, SCALES, METHODS, KINDS)
     args = p.parse_args(argv)
-    return {"enqueue": cmd_enqueue, "worker": cmd_worker, "status": cmd_status}[args.cmd](args)
+    return {"enqueue": cmd_enqueue, "worker": cmd_worker, "status": cmd_status, "plan": unit_cli.cmd_plan,
+            "run-job": unit_cli.cmd_run_job}[args.cmd](args)
 
 
 if __name__ == "__main__":

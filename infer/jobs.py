@@ -16,13 +16,13 @@ import pandas as pd
 from rcea.config import load_config
 from rcea.data import benchmark_questions, chat_messages, probe_questions
 from rcea.paths import data_dir
+from rcea.units import JOB_OUTPUTS, part_name
 
 from infer.backends import SamplingSpec
 from infer.tables import clear_stale, frame, part_path, parts_complete, write_parts
 
 Progress = Callable[[str, int, int], None]
-OUTPUTS = {"greedy": ["greedy"], "passk": ["passk"], "probe": ["tokens", "questions", "samples"],
-           "covariance": ["covariance"]}
+OUTPUTS = {kind: list(tables) for kind, tables in JOB_OUTPUTS.items()}  # one spelling: rcea.units
 
 
 class JobInputError(RuntimeError):
@@ -65,7 +65,7 @@ def check_answer(text: str, reference: str):
 def run_job(payload: dict, ctx, progress: Progress) -> dict:
     """Run one job unless its outputs are complete; returns a short summary."""
     kind, scale = payload["kind"], payload["scale"]
-    part = f"{kind}-{payload['method']}-{payload['step']}"
+    part = part_name(payload)
     tables = OUTPUTS[kind]
     if parts_complete(scale, part, tables):
         return {"skipped": "outputs already complete"}

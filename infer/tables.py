@@ -8,6 +8,7 @@ import pandas as pd
 
 from rcea.paths import data_dir
 from rcea.schema import SCHEMA_VERSION, TABLES, check_columns
+from rcea.units import table_part
 from rcea.store import atomic_write_bytes, is_complete, manifest_path, write_manifest
 
 PANDAS_TYPES = {"str": "object", "int": "int64", "float": "float64", "bool": "bool",
@@ -19,7 +20,7 @@ def tables_dir(scale: str) -> Path:
 
 
 def part_path(scale: str, table: str, part: str) -> Path:
-    return tables_dir(scale) / table / f"{part}.parquet"
+    return table_part(data_dir(), scale, table, part)   # the path work units check (rcea.units)
 
 
 def frame(table: str, rows: list[dict] | dict[str, list]) -> pd.DataFrame:

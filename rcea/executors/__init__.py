@@ -1,0 +1,75 @@
+"""Executors: run a set of work units (rcea.units) to completion, locally or on a Ray cluster.
+
+    report = execute(units, engine="local")                       subprocesses on this machine
+    report = execute(units, engine="ray", address="head:6379")    Ray tasks on a cluster (None: a local Ray)
+
+Both skip units whose outputs are complete, group measurement jobs of one checkpoint into one process
+(rcea.units.batches), record every unit in the driver's SQLite ledger (rcea.executors.ledger), print
+stage counts with the time left, and retry transient failures. `report.failed` maps each unit that
+could not be completed to its reason; the caller decides whether that stops the study.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rcea.executors.ledger import Ledger, Progress, default_ledger
+from rcea.units import batches
+
+ENGINES = ("local", "ray")
+
+
+@dataclass
+class Report:
+    done: list[str] = field(default_factory=list)       # ran to completion now
+    skipped: list[str] = field(default_factory=list)    # complete before (nothing ran)
+    failed: dict[str, str] = field(default_factory=dict)
+    retries: int = 0                                     # attempts beyond the first, all units
+
+    def summary(self) -> str:
+        return (f"{len(self.done)} done, {len(self.skipped)} already complete, {len(self.failed)} failed, "
+                f"{self.retries} retried")
+
+
+def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=print, label: str = "study",
+            **options) -> Report:
+    """Run `units` with `engine`; `options` go to the engine (local: parallel, max_retries; ray: address,
+    parallel, max_retries, fake_gpus, on_event, init_kwargs)."""
+    from rcea.paths import data_dir
+
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+    root = Path(data_root) if data_root is not None else data_dir()
+    ledger = Ledger(ledger_path or default_ledger(root))
+    report, todo, totals, skipped_by_role = Report(), [], {}, {}
+    for batch in batches(units):
+        role = batch[0].role
+        totals[role] = totals.get(role, 0) + len(batch)
+        rest = []
+        for u in batch:
+            if u.done(root):
+                report.skipped.append(u.key)
+                skipped_by_role[role] = skipped_by_role.get(role, 0) + 1
+                if (ledger.state(u.key) or {}).get("state") != "done":
+                    ledger.set(u.key, role, "done", error=None)
+            else:
+                rest.append(u)
+        if rest:
+            todo.append(rest)
+    progress = Progress(totals, ledger, label=f"{label}:{engine}")
+    for role, n in skipped_by_role.items():
+        progress.done[role] = n
+    if report.skipped:
+        log(f"[{label}:{engine}] {len(report.skipped)} unit(s) already complete, skipped")
+    try:
+        if todo:
+            if engine == "local":
+                from rcea.executors.local import run_local as runner
+            else:
+                from rcea.executors.ray_exec import run_ray as runner
+            runner(todo, root, ledger, progress, report, log=log, **options)
+    finally:
+        ledger.close()
+    log(f"[{label}:{engine}] {report.summary()}")
+    return report

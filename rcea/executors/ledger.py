@@ -1,0 +1,143 @@
+"""The driver's ledger of work units (SQLite) and the progress line.
+
+The ledger lives on the driver's local disk, never on the shared data volume: SQLite's locking is not
+safe on network filesystems. It records every unit's state, attempts, durations and the events the
+workers report (start of an attempt: node, pid, GPUs), so a restarted driver knows what happened and
+the time-left estimate can use the durations of earlier runs. Completeness itself is always checked
+on the outputs (`unit.done`): the ledger never makes a missing output count as done.
+
+Default path: `.ledger/<digest of the data folder>.sqlite` under the project root; RCEA_LEDGER overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from rcea.paths import project_root
+from rcea.units import digest
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS units (key TEXT PRIMARY KEY, role TEXT, state TEXT, attempts INTEGER DEFAULT 0,
+    seconds REAL, host TEXT, error TEXT, updated REAL);
+CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL, key TEXT, event TEXT,
+    detail TEXT);
+"""
+
+
+def default_ledger(data_root) -> Path:
+    env = os.environ.get("RCEA_LEDGER")
+    if env:
+        return Path(env)
+    return project_root() / ".ledger" / f"{digest(str(Path(data_root).resolve()))}.sqlite"
+
+
+class Ledger:
+    """One SQLite file, used by the driver process only (one connection, autocommit)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        self.db.executescript(SCHEMA)
+
+    def set(self, key: str, role: str, state: str, **fields) -> None:
+        cols = {"role": role, "state": state, "updated": time.time(), **fields}
+        self.db.execute(f"INSERT INTO units (key, {', '.join(cols)}) VALUES (?{', ?' * len(cols)}) "
+                        f"ON CONFLICT(key) DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in cols)}",
+                        (key, *cols.values()))
+
+    def attempt(self, key: str, role: str, detail: dict) -> int:
+        """Record the start of an attempt; returns its number (1 for the first ever)."""
+        self.db.execute("INSERT INTO units (key, role, state, attempts, updated) VALUES (?, ?, 'running', 1, ?) "
+                        "ON CONFLICT(key) DO UPDATE SET state='running', attempts=attempts+1, updated=excluded.updated",
+                        (key, role, time.time()))
+        self.event(key, "start", detail)
+        return self.db.execute("SELECT attempts FROM units WHERE key=?", (key,)).fetchone()[0]
+
+    def event(self, key: str, event: str, detail: dict | None = None) -> None:
+        self.db.execute("INSERT INTO events (t, key, event, detail) VALUES (?, ?, ?, ?)",
+                        (time.time(), key, event, json.dumps(detail or {}, sort_keys=True, default=str)))
+
+    def state(self, key: str) -> dict | None:
+        cur = self.db.execute("SELECT key, role, state, attempts, seconds, host, error FROM units WHERE key=?", (key,))
+        row = cur.fetchone()
+        return dict(zip(("key", "role", "state", "attempts", "seconds", "host", "error"), row)) if row else None
+
+    def mean_seconds(self, role: str) -> float | None:
+        """Mean duration of the units of a role that ran to completion (any run of this data folder)."""
+        row = self.db.execute("SELECT avg(seconds) FROM units WHERE role=? AND state='done' AND seconds > 0",
+                              (role,)).fetchone()
+        return row[0]
+
+    def events(self, key: str | None = None) -> list[dict]:
+        sql, args = "SELECT t, key, event, detail FROM events", ()
+        if key:
+            sql, args = sql + " WHERE key=?", (key,)
+        return [{"t": t, "key": k, "event": e, **json.loads(d)} for t, k, e, d in self.db.execute(sql + " ORDER BY id", args)]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class Progress:
+    """Counts per stage (role) and the time left, printed when they change.
+
+    Time left per stage = mean duration of its batches (this run's, else the ledger's history) x batches
+    not finished / batches running side by side (at least one).
+    """
+
+    def __init__(self, totals: dict[str, int], ledger: Ledger | None = None, label: str = "study", stream=None):
+        self.totals, self.ledger, self.label = totals, ledger, label
+        self.stream = stream or sys.stdout
+        self.done = {r: 0 for r in totals}
+        self.failed = {r: 0 for r in totals}
+        self.running = {r: 0 for r in totals}
+        self.seconds = {r: [] for r in totals}
+        self.width = {r: 1 for r in totals}
+        self.last, self.last_t, self.last_finished = "", 0.0, -1
+
+    def start(self, role: str) -> None:
+        self.running[role] += 1
+        self.width[role] = max(self.width[role], self.running[role])
+        self.show()
+
+    def finish(self, role: str, ok: bool, seconds: float = 0.0, was_running: bool = True) -> None:
+        if was_running:
+            self.running[role] = max(0, self.running[role] - 1)
+        (self.done if ok else self.failed)[role] += 1
+        if ok and seconds > 0:
+            self.seconds[role].append(seconds)
+        self.show()
+
+    def left_s(self, role: str) -> float | None:
+        mine = self.seconds[role]
+        mean = sum(mine) / len(mine) if mine else (self.ledger.mean_seconds(role) if self.ledger else None)
+        rest = self.totals[role] - self.done[role] - self.failed[role]
+        return None if mean is None else mean * rest / self.width[role]
+
+    def line(self) -> str:
+        parts = []
+        for role, total in self.totals.items():
+            if not total:
+                continue
+            left = self.left_s(role)
+            eta = "" if left is None or self.done[role] + self.failed[role] == total else f", ~{_dur(left)} left"
+            fail = f", {self.failed[role]} failed" if self.failed[role] else ""
+            parts.append(f"{role} {self.done[role]}/{total} done, {self.running[role]} running{fail}{eta}")
+        return f"[{self.label}] " + "; ".join(parts)
+
+    def show(self) -> None:
+        """Print when a unit finished, else (only the running counts moved) at most every 5 s."""
+        line, finished = self.line(), sum(self.done.values()) + sum(self.failed.values())
+        if line != self.last and (finished != self.last_finished or time.monotonic() - self.last_t > 5):
+            print(line, file=self.stream, flush=True)
+            self.last, self.last_t, self.last_finished = line, time.monotonic(), finished
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"

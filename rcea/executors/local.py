@@ -1,0 +1,73 @@
+"""The local executor: batches as subprocesses on this machine, a few at a time per role.
+
+`parallel` caps the batches of each role running side by side (default: two training runs, one
+measurement process, as the tiny demo runs them on a small CPU). A batch that fails transiently is
+put back at the front of the line, up to `max_retries` times.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from rcea.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
+
+DEFAULT_PARALLEL = {"train": 2, "infer": 1}
+
+
+def run_local(batches, data_root, ledger, progress, report, log=print, parallel: dict | None = None,
+              max_retries: int = 2) -> None:
+    limits = {**DEFAULT_PARALLEL, **(parallel or {})}
+    env = driver_env()
+    waiting = [(b, 1) for b in batches]
+    running = {}   # future -> (batch, attempt)
+    with ThreadPoolExecutor(max_workers=max(1, sum(limits.values()))) as pool:
+        while waiting or running:
+            for item in list(waiting):
+                batch, attempt = item
+                role = batch[0].role
+                if sum(1 for b, _ in running.values() if b[0].role == role) >= limits.get(role, 1):
+                    continue
+                waiting.remove(item)
+                for u in batch:
+                    ledger.attempt(u.key, role, {"host": "local", "attempt": attempt})
+                    if attempt == 1:
+                        progress.start(role)
+                note = f"attempt {attempt}"
+                running[pool.submit(run_batch, batch, data_root, env, None, note)] = (batch, attempt)
+            finished, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                batch, attempt = running.pop(fut)
+                _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log)
+
+
+def _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) -> None:
+    role, keys = batch[0].role, [u.key for u in batch]
+    try:
+        out = fut.result()
+    except TransientUnitError as exc:
+        if attempt <= max_retries:
+            report.retries += len(batch)
+            log(f"[retry] {', '.join(keys)}: attempt {attempt} failed ({exc}); attempt {attempt + 1} queued")
+            for k in keys:
+                ledger.event(k, "retry", {"error": str(exc), "attempt": attempt})
+            waiting.insert(0, (batch, attempt + 1))
+            return
+        _fail(batch, f"{exc} (after {attempt} attempts)", ledger, progress, report, log)
+        return
+    except (UnitError, OSError) as exc:
+        _fail(batch, str(exc), ledger, progress, report, log)
+        return
+    per_unit = out["seconds"] / max(1, len(out["ran"]))
+    for u in batch:
+        ledger.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
+        report.done.append(u.key)
+        progress.finish(role, True, per_unit)
+
+
+def _fail(batch, error, ledger, progress, report, log) -> None:
+    log(f"[failed] {error}")
+    for u in batch:
+        ledger.set(u.key, u.role, "failed", error=error[:2000], updated=time.time())
+        report.failed[u.key] = error
+        progress.finish(u.role, False)

@@ -1,0 +1,173 @@
+"""The Ray executor: each batch of work units is one Ray task wrapping the batch's subprocess.
+
+Placement: a training batch asks for one GPU and one unit of the custom resource `train`, a measurement
+batch for one GPU and one `infer`; worker nodes advertise these by the image they run
+(`ray start ... --num-gpus N --resources '{"infer": N}'`, see compose.yaml). Ray chooses the GPU and the
+task hands `ray.get_gpu_ids()` to the subprocess as CUDA_VISIBLE_DEVICES.
+
+Failures: Ray retries a task whose worker process or node died (`max_retries`), and a task that raised
+TransientUnitError (the subprocess was killed, ran out of GPU memory, lost a connection; see
+rcea.executors.batch). Training tasks get a fresh worker process each (`max_calls=1`). Each attempt
+reports its start (node, pid, GPUs) to a small actor on the driver's node; the driver writes these into
+its ledger and prints a `[retry]` line when a unit starts again.
+
+Without GPUs (the tiny scale, or tests), `gpus=False` asks for CPU slots instead; `fake_gpus=True` keeps
+the GPU request but at `num_cpus=0`, so eight fake GPUs run eight tasks at once on a two-core machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from rcea.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as exc:
+        raise RuntimeError("the Ray engine needs the `ray` package: it is in the tools environment "
+                           "(scripts/bootstrap tools) and the train/infer images (lockfiles/*.txt)") from exc
+    return ray
+
+
+def task_options(role: str, gpus: bool = True, fake_gpus: bool = False, max_retries: int = 3) -> dict:
+    """Ray options of a batch's task (pure, tested)."""
+    opts = {"resources": {role: 1}, "max_retries": max_retries, "retry_exceptions": [TransientUnitError]}
+    if gpus:
+        opts.update(num_gpus=1, num_cpus=0 if fake_gpus else 1)
+    else:
+        opts.update(num_gpus=0, num_cpus=1)
+    if role == "train":
+        opts["max_calls"] = 1   # a fresh worker process per training run
+    return opts
+
+
+def _batch_task(batch, data_root, env, events):
+    """Runs on a Ray worker: report the attempt, then run the batch as a subprocess on Ray's GPUs."""
+    ray = _ray()
+    ctx = ray.get_runtime_context()
+    gpus = list(ray.get_gpu_ids())
+    info = {"keys": [u.key for u in batch], "role": batch[0].role, "node": ctx.get_node_id(),
+            "host": socket.gethostname(), "pid": os.getpid(), "gpus": gpus, "t": time.time()}
+    ray.get(events.record.remote(info))
+    return run_batch(batch, data_root, env, gpu_ids=gpus or None, attempt_note=f"ray node {info['node'][:12]}")
+
+
+def _event_log_class(ray):
+    @ray.remote(num_cpus=0)
+    class EventLog:
+        """Attempt starts reported by the tasks, drained by the driver."""
+
+        def __init__(self):
+            self.items = []
+
+        def record(self, item: dict) -> None:
+            self.items.append(item)
+
+        def drain(self) -> list:
+            out, self.items = self.items, []
+            return out
+
+    return EventLog
+
+
+def connect(address: str | None, parallel: dict | None = None, gpus: bool = True, init_kwargs: dict | None = None,
+            log=print):
+    """Join the cluster at `address`, or start a local Ray offering `train`/`infer` slots (parallel)."""
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    kwargs = dict(init_kwargs or {})
+    if address:
+        ctx = ray.init(address=address, **kwargs)
+    else:
+        slots = {"train": 2, "infer": 1} if not gpus else {"train": 1, "infer": 8}
+        slots.update(parallel or {})
+        kwargs.setdefault("resources", slots)
+        ctx = ray.init(**kwargs)
+    url = getattr(ctx, "dashboard_url", "") or ""
+    log(f"[ray] connected to {address or 'a local Ray instance'}; dashboard: "
+        + (f"http://{url}" if url else "not running (the cluster's head serves it when started with ray[default])"))
+    return True
+
+
+def check_resources(ray, roles, gpus: bool) -> None:
+    have = ray.cluster_resources()
+    missing = [r for r in roles if have.get(r, 0) < 1] + (["GPU"] if gpus and have.get("GPU", 0) < 1 else [])
+    if missing:
+        raise RuntimeError(f"the Ray cluster offers no {', '.join(missing)} resource, so those tasks would wait "
+                           f"forever (it has {dict(sorted(have.items()))}); start worker nodes with e.g. "
+                           "`ray start --address HEAD:6379 --num-gpus 8 --resources '{\"infer\": 8}'` "
+                           "(see compose.yaml, services ray-train-node / ray-infer-node)")
+
+
+def run_ray(batches, data_root, ledger, progress, report, log=print, address: str | None = None,
+            parallel: dict | None = None, gpus: bool = True, fake_gpus: bool = False, max_retries: int = 3,
+            on_event=None, init_kwargs: dict | None = None, poll_s: float = 0.5) -> None:
+    ray = _ray()
+    started = connect(address, parallel, gpus, init_kwargs, log)
+    try:
+        check_resources(ray, sorted({b[0].role for b in batches}), gpus)
+        here = ray.get_runtime_context().get_node_id()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        events = _event_log_class(ray).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
+        # One remote function per role (max_calls can only be set when the function is made remote).
+        remote = {role: ray.remote(**task_options(role, gpus, fake_gpus, max_retries))(_batch_task)
+                  for role in {b[0].role for b in batches}}
+        env = driver_env()
+        pending, attempts = {}, {}
+        for batch in batches:
+            pending[remote[batch[0].role].remote(batch, str(data_root), env, events)] = batch
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=poll_s)
+            for item in ray.get(events.drain.remote()):
+                _started(item, attempts, ledger, progress, report, log, on_event)
+            for ref in ready:
+                batch = pending.pop(ref)
+                _collect(ray, ref, batch, attempts, ledger, progress, report, log)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _started(item, attempts, ledger, progress, report, log, on_event) -> None:
+    keys, role = item["keys"], item["role"]
+    n = attempts.get(keys[0], 0) + 1
+    for k in keys:
+        attempts[k] = n
+        ledger.attempt(k, role, {kk: item[kk] for kk in ("node", "host", "pid", "gpus")})
+    if n == 1:
+        for _ in keys:
+            progress.start(role)
+    else:
+        report.retries += len(keys)
+        log(f"[retry] {', '.join(keys)}: attempt {n} on node {item['node'][:12]} pid {item['pid']} "
+            f"(attempt {n - 1} was lost or failed transiently)")
+    if on_event is not None:
+        on_event({**item, "attempt": n})
+
+
+def _collect(ray, ref, batch, attempts, ledger, progress, report, log) -> None:
+    role = batch[0].role
+    try:
+        out = ray.get(ref)
+    except Exception as exc:   # RayTaskError (UnitError/TransientUnitError after retries), node/worker lost
+        cause = getattr(exc, "cause", None) or exc
+        kind = "error" if isinstance(cause, UnitError) else "gave up after retries"
+        error = f"{kind}: {type(cause).__name__}: {str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
+        log(f"[failed] {', '.join(u.key for u in batch)}: {error}")
+        for u in batch:
+            ledger.set(u.key, role, "failed", error=error[:2000])
+            report.failed[u.key] = error
+            progress.finish(role, False, was_running=attempts.get(u.key, 0) > 0)
+        return
+    per_unit = out["seconds"] / max(1, len(out["ran"]))
+    for u in batch:
+        ledger.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
+        report.done.append(u.key)
+        progress.finish(role, True, per_unit, was_running=attempts.get(u.key, 0) > 0)

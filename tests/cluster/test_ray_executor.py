@@ -1,0 +1,117 @@
+"""The Ray executor on a local Ray with eight fake GPUs: placement, grouping, failure classification,
+restart, and the real measurement units giving the same Parquet tables as the local executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rcea.executors import execute
+from rcea.executors.ledger import Ledger
+from rcea.executors.ray_exec import task_options
+from rcea.paths import project_root
+from rcea.units import MeasureUnit
+from tests.cluster.standin import StandIn, expected
+
+ROOT = project_root()
+INFER_PY = ROOT / ".envs" / "infer" / "bin" / "python"
+
+
+def seen_gpus(root) -> dict[str, str]:
+    seen = Path(root) / "seen"
+    return {p.name.split(".")[0]: p.read_text() for p in seen.iterdir()} if seen.exists() else {}
+
+
+def test_task_options_ask_for_a_gpu_and_the_role_slot():
+    train = task_options("train", gpus=True, fake_gpus=True, max_retries=4)
+    assert (train["num_gpus"], train["num_cpus"], train["resources"], train["max_calls"], train["max_retries"]) \
+        == (1, 0, {"train": 1}, 1, 4)
+    infer = task_options("infer", gpus=True)
+    assert (infer["num_gpus"], infer["num_cpus"], infer["resources"]) == (1, 1, {"infer": 1})
+    assert "max_calls" not in infer
+    assert task_options("infer", gpus=False)["num_gpus"] == 0
+
+
+def test_eight_tasks_run_at_once_on_eight_distinct_gpus(ray_local, tmp_path):
+    # Each unit waits until all eight have started, so they provably ran side by side.
+    units = [StandIn(f"g{i}", seconds=0, barrier=8) for i in range(8)]
+    report = execute(units, "ray", data_root=tmp_path, ledger_path=tmp_path / "ledger.sqlite", fake_gpus=True)
+    assert sorted(report.done) == sorted(u.key for u in units) and not report.failed
+    assert sorted(seen_gpus(tmp_path).values(), key=int) == [str(i) for i in range(8)]
+    starts = Ledger(tmp_path / "ledger.sqlite").events()
+    assert sorted(g for e in starts if e["event"] == "start" for g in e["gpus"]) == list(range(8))
+
+
+def test_one_process_per_group_failures_classified_and_restart_skips(ray_local, tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    units = [StandIn("a1", share="a", seconds=0.2), StandIn("a2", share="a", seconds=0.2),
+             StandIn("t1", role="train", seconds=0.2),
+             StandIn("bad", seconds=0, exit_code=3), StandIn("flaky", seconds=0, exit_code=75)]
+    lines = []
+    report = execute(units, "ray", data_root=tmp_path, ledger_path=ledger, fake_gpus=True, max_retries=1,
+                     log=lines.append)
+    assert sorted(report.done) == ["standin:a1", "standin:a2", "standin:t1"]
+    assert set(report.failed) == {"standin:bad", "standin:flaky"}
+    assert "exit 3" in report.failed["standin:bad"] and "error" in report.failed["standin:bad"]
+    assert "gave up after retries" in report.failed["standin:flaky"]
+    led = Ledger(ledger)
+    assert led.state("standin:bad")["attempts"] == 1         # a plain error is not retried
+    assert led.state("standin:flaky")["attempts"] == 2       # exit 75: retried once (max_retries=1)
+    assert any(ln.startswith("[retry] standin:flaky") for ln in lines)
+    pids = {p.name.split(".")[1] for p in (tmp_path / "seen").iterdir() if p.name.split(".")[0] in ("a1", "a2")}
+    assert len(pids) == 1                                     # a1 and a2 ran in one process
+    for name in ("a1", "a2", "t1"):
+        assert (tmp_path / "standin" / f"{name}.txt").read_text() == expected(name)
+    again = execute(units[:3], "ray", data_root=tmp_path, ledger_path=ledger, fake_gpus=True)
+    assert again.done == [] and sorted(again.skipped) == ["standin:a1", "standin:a2", "standin:t1"]
+
+
+def _infer(args, data_root, **kw):
+    env = dict(os.environ, RCEA_DATA=str(data_root), OMP_NUM_THREADS="1")
+    return subprocess.run([str(INFER_PY), *args], cwd=ROOT, env=env, capture_output=True, text=True, check=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A data folder with the tiny model and a fake two-checkpoint grpo run (tests/infer/conftest.py builds it,
+    in the infer environment), and the greedy jobs `python -m infer plan` lists for it."""
+    if not INFER_PY.exists():
+        pytest.skip("needs the infer environment (scripts/bootstrap infer)")
+    root = tmp_path_factory.mktemp("tiny-run")
+    _infer(["-c", "import sys; from pathlib import Path; from tests.infer.conftest import _build; "
+                  "_build(Path(sys.argv[1]))", str(root)], root, timeout=300)
+    overrides = json.loads(_infer(["-c", "import json; from tests.infer.tiny_run import tiny_overrides; "
+                                         "print(json.dumps(tiny_overrides()))"], root).stdout)
+    plan = _infer(["-m", "infer", "plan", "--scale", "tiny", "--method", "grpo", "--what", "all",
+                   *[a for o in overrides for a in ("--override", o)]], root).stdout
+    return root, [json.loads(line) for line in plan.splitlines()]
+
+
+def test_real_measurement_units_give_the_local_executors_tables(ray_local, tiny_run, tmp_path):
+    template, jobs = tiny_run
+    assert {"greedy:base-0", "greedy:grpo-2", "greedy:grpo-4", "passk:grpo-4"} <= {j["key"] for j in jobs}
+    # Two jobs of the final checkpoint: one group, so one process per engine loads the model once.
+    units = [MeasureUnit.from_job(j) for j in jobs if j["key"] in ("greedy:grpo-4", "passk:grpo-4")]
+    assert len({u.group for u in units}) == 1
+    roots = {}
+    for engine in ("ray", "local"):
+        root = roots[engine] = tmp_path / engine
+        shutil.copytree(template, root)
+        opts = {"fake_gpus": True} if engine == "ray" else {}
+        report = execute(units, engine, data_root=root, ledger_path=tmp_path / f"{engine}.sqlite", **opts)
+        assert not report.failed and sorted(report.done) == sorted(u.key for u in units)
+        assert all(u.done(root) for u in units)
+    parts = sorted(p.relative_to(roots["ray"]) for p in roots["ray"].rglob("*.parquet"))
+    assert [p.name for p in parts] == ["greedy-grpo-4.parquet", "passk-grpo-4.parquet"]
+    for rel in parts:   # same rows, same types, same bytes
+        assert (roots["ray"] / rel).read_bytes() == (roots["local"] / rel).read_bytes(), rel
+    rows = _infer(["-c", "import sys, pandas as pd; print(len(pd.read_parquet(sys.argv[1])))",
+                   str(roots["ray"] / parts[0])], roots["ray"]).stdout
+    assert int(rows) == 3   # eval.questions_per_benchmark=3 on the one toy benchmark
+    log = (roots["ray"] / "logs" / "units").iterdir()
+    assert [f.read_text().count("[run-job]") >= 2 for f in log] == [True]   # both jobs in one process
