@@ -52,6 +52,7 @@ class Context:
     def backends(self, cfg):
         if self._scorer is None:
             from infer.backends import get_backend
+            from rcea.lora_ranks import max_lora_rank
 
             path = resolve_model(cfg)
             batch = 32 if self.device.startswith("cuda") else 8
@@ -62,7 +63,7 @@ class Context:
             if choice == "auto":
                 choice = "vllm" if self.device.startswith("cuda") and _has_vllm() else "hf"
             self._gen = self._scorer if choice == "hf" else get_backend(
-                "vllm", path, max_lora_rank=cfg["train.lora_rank"],
+                "vllm", path, max_lora_rank=max_lora_rank(cfg["train.lora_rank"]),
                 max_model_len=2048 + max(cfg[k] for k in ("eval.max_new_tokens", "passk.max_new_tokens",
                                                             "probe.max_new_tokens")))   # prompts up to 2,048 tokens
         return self._gen, self._scorer

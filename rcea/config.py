@@ -223,6 +223,14 @@ def _check_ranges(settings: dict[str, Setting]) -> None:
     steps = settings.get("train.max_steps")
     if steps is not None and steps.value != -1 and steps.value < 1:
         raise ConfigError(f"train.max_steps must be -1 (derived from epochs) or >= 1, got {steps.value}")
+    rank = settings.get("train.lora_rank")
+    if rank is not None:
+        from rcea.lora_ranks import max_lora_rank
+
+        try:
+            max_lora_rank(rank.value)   # the inference workers serve every adapter through vLLM
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def _settings_from_plain(table: dict, settings: dict[str, Setting], where: str = "") -> dict[str, Any]:

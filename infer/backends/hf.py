@@ -22,28 +22,43 @@ from infer.entropy import chunked_stats_from_hidden
 
 class HFBackend:
     def __init__(self, model_path: str, device: str = "cpu", dtype: str = "auto", batch_size: int = 8,
-                 chunk: int = 256, max_adapters: int = 2):
+                 chunk: int = 256, max_adapters: int = 2, revision: str | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()   # load_adapter reports the new adapter's keys as "MISSING" before loading them
 
-        self.device = torch.device(device)
+        device_ = torch.device(device)
         if dtype == "auto":
-            dtype = "bfloat16" if self.device.type == "cuda" else "float32"
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(self.device)
+            dtype = "bfloat16" if device_.type == "cuda" else "float32"
+        kw = {"revision": revision} if revision else {}
+        tokenizer = AutoTokenizer.from_pretrained(model_path, **kw)
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype), **kw).to(device_)
+        self._setup(model, tokenizer, device_, batch_size, chunk, max_adapters, name=model_path)
+
+    @classmethod
+    def from_model(cls, model, tokenizer=None, batch_size: int = 8, chunk: int = 256,
+                   max_adapters: int = 2) -> "HFBackend":
+        """A backend around a model already in memory (gpu_check's random-initialised real shapes)."""
+        self = cls.__new__(cls)
+        self._setup(model, tokenizer, next(model.parameters()).device, batch_size, chunk, max_adapters,
+                    name=type(model).__name__)
+        return self
+
+    def _setup(self, model, tokenizer, device, batch_size, chunk, max_adapters, name) -> None:
+        self.device, self.tokenizer, self.model = device, tokenizer, model
         self.model.eval()
         self.batch_size, self.chunk, self.max_adapters = batch_size, chunk, max_adapters
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         eos = self.model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
-        if self.tokenizer.eos_token_id is not None:
-            eos.append(self.tokenizer.eos_token_id)
+        if tokenizer is not None and tokenizer.eos_token_id is not None:
+            eos.append(tokenizer.eos_token_id)
         self.eos_ids = sorted(set(eos))
         if not self.eos_ids:
-            raise ValueError(f"{model_path}: neither the generation config nor the tokenizer names an EOS token")
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
+            raise ValueError(f"{name}: neither the generation config nor the tokenizer names an EOS token")
+        pad = tokenizer.pad_token_id if tokenizer is not None else None
+        self.pad_id = pad if pad is not None else self.eos_ids[0]
         self._adapters: list[str] = []   # loaded adapter names, least recently used first
         self.adapter: str | None = None
 

@@ -1,34 +1,37 @@
 """vLLM backend (GPU only): generation with the LoRA adapter of each checkpoint loaded per request.
 
 It cannot score: vLLM returns top-k log-probs, not full-vocabulary entropies, so teacher-forced
-measurements use the Transformers backend. This module is imported only when `vllm` is chosen.
+measurements use the Transformers backend. This module is imported only when `vllm` is chosen. Every
+argument handed to vLLM comes from `infer.backends.vllm_args` (checked against the real classes in
+tests/contract): bf16/fp16 only (vLLM's LoRA kernels), processed log-probs (the sampled distribution),
+adapter ids that two checkpoints never share.
 """
 
 from __future__ import annotations
 
-import zlib
-from pathlib import Path
 from typing import Sequence
 
 from infer.backends import Completion, SamplingSpec
+from infer.backends.vllm_args import AdapterIds, engine_kwargs, lora_request_kwargs, sampling_kwargs
 
 
 class VLLMBackend:
     def __init__(self, model_path: str, max_lora_rank: int = 32, gpu_memory_utilization: float = 0.5,
-                 max_model_len: int = 4096, dtype: str = "bfloat16", seed: int = 0, **llm_kwargs):
+                 max_model_len: int = 4096, dtype: str = "bfloat16", seed: int = 0, revision: str | None = None,
+                 **llm_kwargs):
+        kwargs = engine_kwargs(model_path, max_lora_rank, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
+                               max_model_len=max_model_len, seed=seed, revision=revision, **llm_kwargs)
         try:
             from vllm import LLM
         except ImportError as exc:  # pragma: no cover - GPU image only
             raise ImportError("the vllm backend needs vLLM (the GPU infer image); use --backend hf on CPU") from exc
-        self.llm = LLM(model=model_path, enable_lora=True, max_lora_rank=max_lora_rank, max_loras=2,
-                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, dtype=dtype,
-                       seed=seed, **llm_kwargs)
+        self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         eos = []
         try:
             from transformers import GenerationConfig
 
-            gen_eos = GenerationConfig.from_pretrained(model_path).eos_token_id
+            gen_eos = GenerationConfig.from_pretrained(model_path, revision=revision).eos_token_id
             eos = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
         except (OSError, ValueError):
             pass
@@ -37,6 +40,7 @@ class VLLMBackend:
         self.eos_ids = sorted(set(eos))
         self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())
         self._lora = None
+        self._ids = AdapterIds()
 
     def set_adapter(self, adapter: str | None) -> None:
         if adapter is None:
@@ -44,11 +48,7 @@ class VLLMBackend:
             return
         from vllm.lora.request import LoRARequest
 
-        path = Path(adapter)
-        if not (path / "adapter_config.json").exists():
-            raise FileNotFoundError(f"{path} is not a LoRA adapter folder (no adapter_config.json)")
-        key = str(path.resolve())
-        self._lora = LoRARequest(f"ckpt-{zlib.crc32(key.encode()):08x}", zlib.crc32(key.encode()) % 2**31 + 1, key)
+        self._lora = LoRARequest(**lora_request_kwargs(adapter, self._ids))
 
     def generate(self, prompts: Sequence[list[int]], spec: SamplingSpec,
                  seeds: Sequence[int] | None = None) -> list[Completion]:
@@ -58,12 +58,8 @@ class VLLMBackend:
             raise ValueError("sampling needs one seed per prompt")
 
         def params(i: int) -> SamplingParams:
-            if spec.greedy:
-                return SamplingParams(temperature=0.0, max_tokens=spec.max_new_tokens, logprobs=0,
-                                      stop_token_ids=self.eos_ids)
-            return SamplingParams(temperature=spec.temperature, top_p=spec.top_p,
-                                  max_tokens=spec.max_new_tokens, seed=int(seeds[i]), logprobs=0,
-                                  stop_token_ids=self.eos_ids)
+            return SamplingParams(**sampling_kwargs(spec.greedy, spec.max_new_tokens, self.eos_ids, spec.temperature,
+                                                    spec.top_p, None if spec.greedy else seeds[i]))
 
         outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts],
                                  sampling_params=[params(i) for i in range(len(prompts))],

@@ -1,4 +1,4 @@
-"""GPU tier (skipped without CUDA; run them all with `python -m infer.gpu_check`):
+"""GPU tier (skipped without CUDA; `python -m infer.gpu_check` is the image's own check, without pytest):
 vLLM generation with a LoRA adapter, Transformers scoring on the GPU, chunked entropy memory on the GPU."""
 
 import importlib.util
@@ -37,9 +37,11 @@ def test_hf_scoring_on_gpu_matches_cpu(tiny_model_dir, tiny_data_template, promp
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is installed only in the GPU infer image")
 def test_vllm_generation_with_lora_matches_transformers(tiny_model_dir, tiny_data_template, prompts):
+    # bf16: vLLM's LoRA kernels take only fp16/bf16 (the backend refuses float32); HF in bf16 too, so the
+    # greedy prefixes compare like with like.
     vl = get_backend("vllm", str(tiny_model_dir), max_lora_rank=8, gpu_memory_utilization=0.3, max_model_len=512,
-                     dtype="float32", enforce_eager=True)
-    hf = get_backend("hf", str(tiny_model_dir), device="cuda", dtype="float32")
+                     dtype="bfloat16", enforce_eager=True)
+    hf = get_backend("hf", str(tiny_model_dir), device="cuda", dtype="bfloat16")
     spec = SamplingSpec(12, greedy=True)
     base = [c.token_ids for c in vl.generate(prompts, spec)]
     for be in (vl, hf):

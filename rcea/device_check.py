@@ -1,0 +1,78 @@
+"""Shared by the device checks (infer.gpu_check, train.gpu_check): the real Qwen2.5-3B / 7B shapes (from
+their published configs) and the PASS/FAIL/SKIP report.
+
+`random_model(shape)` builds a random-initialised Qwen2 model of that shape in memory: no download, no
+network, the same matrix sizes as the real model (so memory and speed match; the numbers it computes do
+not). `tiny` is a small shape for CPU runs of the same code.
+"""
+
+from __future__ import annotations
+
+SHAPES = {
+    "3b": dict(vocab_size=151_936, hidden_size=2048, intermediate_size=11_008, num_hidden_layers=36,
+               num_attention_heads=16, num_key_value_heads=2, tie_word_embeddings=True),
+    "7b": dict(vocab_size=152_064, hidden_size=3584, intermediate_size=18_944, num_hidden_layers=28,
+               num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False),
+    "tiny": dict(vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
+}
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def qwen2_config(shape: str, layers: int | None = None):
+    from transformers import Qwen2Config
+
+    s = dict(SHAPES[shape])
+    if layers:
+        s["num_hidden_layers"] = layers
+    return Qwen2Config(**s, max_position_embeddings=32_768, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
+                       bos_token_id=0, eos_token_id=2, pad_token_id=0)
+
+
+def random_model(shape: str, dtype=None, device: str = "cpu", layers: int | None = None, seed: int = 0):
+    """Random-initialised Qwen2ForCausalLM of `shape`, built directly on `device` in `dtype`."""
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(qwen2_config(shape, layers))
+    return model.to(dtype or torch.float32).eval()
+
+
+def lora_params(shape: str, rank: int, layers: int | None = None) -> int:
+    """Trainable parameters of a rank-`rank` LoRA on every projection, by hand: r x (in + out) per matrix."""
+    s = SHAPES[shape]
+    h, m = s["hidden_size"], s["intermediate_size"]
+    kv = s["num_key_value_heads"] * (h // s["num_attention_heads"])
+    per_layer = (h + h) + 2 * (h + kv) + (h + h) + 2 * (h + m) + (m + h)   # q, k+v, o, gate+up, down
+    return rank * per_layer * (layers or s["num_hidden_layers"])
+
+
+def report(results: list[dict]) -> bool:
+    """Print one line per check (`{"check", "ok", "detail"}` or `{"check", "skip"}`); True iff none failed."""
+    for r in results:
+        if "skip" in r:
+            print(f"SKIP {r['check']}: {r['skip']}")
+        else:
+            print(f"{'PASS' if r['ok'] else 'FAIL'} {r['check']}: {r['detail']}")
+    return all(r.get("ok", True) for r in results)
+
+
+def run_part(module: str, args: list[str], dispatch) -> dict:
+    """One check: on CPU in this process (faster; no GPU memory to isolate), on a GPU in a fresh
+    `python -m <module> --_part ...` process so its peak memory is its own. A crash becomes a FAIL line
+    with the end of its error output, and the other checks still run."""
+    import json
+    import subprocess
+    import sys
+
+    if "cpu" in args:
+        try:
+            return dispatch(args)
+        except Exception as exc:  # noqa: BLE001 - reported as a FAIL line
+            return {"check": args[0], "ok": False, "detail": f"crashed: {type(exc).__name__}: {exc}"}
+    out = subprocess.run([sys.executable, "-m", module, "--_part", *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"check": args[0], "ok": False, "detail": "crashed: " + out.stderr.strip()[-1500:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
