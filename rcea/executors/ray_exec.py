@@ -81,6 +81,9 @@ def connect(address: str | None, parallel: dict | None = None, gpus: bool = True
     if ray.is_initialized():
         return False
     kwargs = dict(init_kwargs or {})
+    # Ray refuses a driver whose Python differs from the cluster's in the patch level by default. The images
+    # run uv's Python 3.11 build, the driver whatever 3.11 the host has; tasks pickle across patch levels.
+    os.environ.setdefault("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "minor")
     if address:
         ctx = ray.init(address=address, **kwargs)
     else:

@@ -107,8 +107,9 @@ def test_shared_named_volumes_for_data_and_model_cache(compose, services):
     for name, svc in services.items():
         if name == "infer-workers":
             continue
-        mounts = dict(v.split(":", 1) for v in svc["volumes"])
-        assert mounts.get("data") == "/workspace/data", name
+        mounts = dict(v.rsplit(":", 1) for v in svc["volumes"])
+        # Ray nodes span hosts: they mount the folder every host shares, not a host-local named volume.
+        assert mounts.get(RAY_DATA if name.startswith("ray-") else "data") == "/workspace/data", name
         if name != "aggregate":
             assert mounts.get("hf-cache") == "/cache/hf", name
             assert svc["environment"]["HF_HOME"] == "/cache/hf", name
@@ -127,6 +128,25 @@ def test_every_image_is_built_from_docker_dir(services):
     for name, svc in services.items():
         assert svc["image"] in built, f"{name} uses {svc['image']}, which no service builds from docker/"
         assert not re.search(r":latest$", svc["image"])
+
+
+RAY_DATA = "${RCEA_CLUSTER_DATA:-./data}"
+
+
+def test_ray_cluster_services(services):
+    ray = {n: s for n, s in services.items() if n.startswith("ray-")}
+    assert sorted(ray) == ["ray-head", "ray-infer-node", "ray-train-node"]
+    for name, svc in ray.items():
+        assert svc["profiles"] == ["ray"] and svc["network_mode"] == "host" and svc["ipc"] == "host", name
+        assert svc["command"][:2] == ["ray", "start"] and svc["command"][-1] == "--block", name
+    assert "--head" in ray["ray-head"]["command"] and "--num-gpus=0" in ray["ray-head"]["command"]
+    assert not gpu_requests(ray["ray-head"])
+    for name, role, image in (("ray-train-node", "train", "rcea/train"), ("ray-infer-node", "infer", "rcea/infer")):
+        svc, gpus = ray[name], "${RAY_%s_GPUS:-%d}" % (role.upper(), 1 if role == "train" else 8)
+        assert svc["image"].startswith(image + ":")   # the image whose environment runs the role's units
+        assert f"--num-gpus={gpus}" in svc["command"]
+        assert f'--resources={{"{role}": {gpus}}}' in svc["command"]
+        assert any(a.startswith("--address=") for a in svc["command"]) and gpu_requests(svc)
 
 
 def test_services_run_as_the_host_user_never_root(services):
