@@ -3,6 +3,8 @@ restart, and the real measurement units giving the same Parquet tables as the lo
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -79,17 +81,22 @@ def _infer(args, data_root, **kw):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A data folder with the tiny model and a fake two-checkpoint grpo run (tests/infer/conftest.py builds it,
-    in the infer environment), and the greedy jobs `python -m infer plan` lists for it."""
+    in the infer environment), and the jobs `python -m infer plan` lists for it."""
     if not INFER_PY.exists():
         pytest.skip("needs the infer environment (scripts/bootstrap infer)")
     root = tmp_path_factory.mktemp("tiny-run")
     _infer(["-c", "import sys; from pathlib import Path; from tests.infer.conftest import _build; "
                   "_build(Path(sys.argv[1]))", str(root)], root, timeout=300)
-    overrides = json.loads(_infer(["-c", "import json; from tests.infer.tiny_run import tiny_overrides; "
-                                         "print(json.dumps(tiny_overrides()))"], root).stdout)
-    plan = _infer(["-m", "infer", "plan", "--scale", "tiny", "--method", "grpo", "--what", "all",
-                   *[a for o in overrides for a in ("--override", o)]], root).stdout
-    return root, [json.loads(line) for line in plan.splitlines()]
+    # `python -m infer plan` needs only the standard library: the driver's environment plans in-process.
+    from infer.__main__ import main as infer_main
+    from tests.infer.tiny_run import tiny_overrides
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        mp.setenv("RCEA_DATA", str(root))
+        assert infer_main(["plan", "--scale", "tiny", "--method", "grpo", "--what", "all",
+                           *[a for o in tiny_overrides() for a in ("--override", o)]]) == 0
+    return root, [json.loads(line) for line in out.getvalue().splitlines()]
 
 
 def test_real_measurement_units_give_the_local_executors_tables(ray_local, tiny_run, tmp_path):
