@@ -80,11 +80,18 @@ def _infer(args, data_root, **kw):
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """A data folder with the tiny model and a fake two-checkpoint grpo run (tests/infer/conftest.py builds it,
+    """A data folder with the tiny model and a fake two-checkpoint grpo run (LoRA adapters: tests/infer/conftest.py,
     in the infer environment), and the jobs `python -m infer plan` lists for it."""
-    if not INFER_PY.exists():
-        pytest.skip("needs the infer environment (scripts/bootstrap infer)")
+    if not INFER_PY.exists() or not (ROOT / ".envs" / "train" / "bin" / "python").exists():
+        pytest.skip("needs the train and infer environments (scripts/bootstrap)")
     root = tmp_path_factory.mktemp("tiny-run")
+    # The tiny model is built by the training environment, as `rcea.prepare` builds it in the study (the
+    # newer Transformers of the infer environment saves a tokenizer the training one cannot read).
+    subprocess.run([str(ROOT / ".envs" / "train" / "bin" / "python"), "-c",
+                    "import json, sys; from rcea.config import load_config; from rcea.tiny import model_path; "
+                    "from tests.infer.tiny_run import tiny_overrides; model_path(load_config('tiny', None, "
+                    "tiny_overrides()))"], cwd=ROOT, env=dict(os.environ, RCEA_DATA=str(root), OMP_NUM_THREADS="1"),
+                   check=True, capture_output=True, timeout=300)
     _infer(["-c", "import sys; from pathlib import Path; from tests.infer.conftest import _build; "
                   "_build(Path(sys.argv[1]))", str(root)], root, timeout=300)
     # `python -m infer plan` needs only the standard library: the driver's environment plans in-process.
@@ -122,3 +129,20 @@ def test_real_measurement_units_give_the_local_executors_tables(ray_local, tiny_
     assert int(rows) == 3   # eval.questions_per_benchmark=3 on the one toy benchmark
     log = (roots["ray"] / "logs" / "units").iterdir()
     assert [f.read_text().count("[run-job]") >= 2 for f in log] == [True]   # both jobs in one process
+
+
+def test_a_real_training_unit_runs_as_a_ray_task_and_is_then_complete(ray_local, tiny_run, tmp_path):
+    from rcea.units import TrainUnit
+    from tests.infer.tiny_run import tiny_overrides
+
+    root = tmp_path / "data"
+    shutil.copytree(tiny_run[0] / "models", root / "models")   # the tiny model, built once for the module
+    unit = TrainUnit("kl_cov", "tiny", overrides=(*tiny_overrides(), "train.max_steps=1", "train.save_steps=1",
+                                                  "train.per_device_batch=8"))
+    report = execute([unit], "ray", data_root=root, ledger_path=tmp_path / "ledger.sqlite", fake_gpus=True)
+    assert report.done == [unit.key] and not report.failed and unit.done(root)
+    summary = json.loads((unit.output(root) / "summary.json").read_text())
+    assert summary["method"] == "kl_cov" and summary["global_step"] == 1
+    assert Path(summary["final_adapter"]).name == "checkpoint-1"
+    again = execute([unit], "ray", data_root=root, ledger_path=tmp_path / "ledger.sqlite", fake_gpus=True)
+    assert again.skipped == [unit.key] and again.done == []
