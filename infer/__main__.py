@@ -1,10 +1,14 @@
 """`python -m infer enqueue|worker|status`: the inference role's command line.
 
-    python -m infer enqueue --scale tiny --method grpo --what all [--override probe.k=4] [--retry-failed]
-    python -m infer worker  --scale tiny [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300] [--report 30]
-    python -m infer status  --scale tiny [--jobs] [--summary]
+    python -m infer enqueue --scale tiny --method grpo|base --what all [--override probe.k=4] [--retry-failed]
+    python -m infer worker  [--scale tiny] [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300] [--report 30]
+    python -m infer status  --scale tiny [--jobs] [--summary] [--check]
     python -m infer plan    --scale tiny --method grpo --what all      (job specs as JSON lines; infer/unit_cli.py)
     python -m infer run-job --spec-file JOB.json [--spec-file ...]     (run specs in this process, idempotent)
+
+A worker takes its scale from --scale, else from $RCEA_SCALE (what compose.yaml passes to each worker
+container; `invoke workers` / `invoke study` set it), and refuses to start without one or without a queue.
+Inside a Compose worker, $WORKER_RANK names it in the queue (worker-<rank>@<host>:<pid>).
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ def cmd_enqueue(args) -> int:
     from infer.worker import queue_path
 
     cfg = load_config(args.scale, None, args.override)
+    jobs = plan_jobs(cfg, args.scale, args.method, args.what, args.override)  # before the queue: no empty queue
     q = Queue(queue_path(args.scale))
     counts: dict[str, int] = {}
-    for job in plan_jobs(cfg, args.scale, args.method, args.what, args.override):
+    for job in jobs:
         result = q.enqueue(job["key"], job["kind"], job["payload"], job["cost"], retry_failed=args.retry_failed)
         counts[result] = counts.get(result, 0) + 1
         print(f"{result:8s} {job['key']}")
@@ -32,7 +37,38 @@ def cmd_enqueue(args) -> int:
     return 0
 
 
+def worker_label() -> str:
+    from infer.queue import worker_name
+
+    rank = os.environ.get("WORKER_RANK", "")
+    return f"worker-{rank}@{worker_name()}" if rank else worker_name()
+
+
+def worker_scale(args) -> str | None:
+    """--scale, else $RCEA_SCALE; None (after saying why) when neither names a known scale."""
+    from rcea.config import SCALES
+
+    scale = args.scale or os.environ.get("RCEA_SCALE", "")
+    if scale not in SCALES:
+        where = "--scale" if args.scale else "$RCEA_SCALE"
+        print(f"error: the worker needs a scale ({', '.join(SCALES)}): {where} is {scale!r}. Start workers with "
+              "`invoke workers --scale S` (or `invoke study --scale S`), which pass it to every container.",
+              file=sys.stderr)
+        return None
+    return scale
+
+
 def cmd_worker(args) -> int:
+    from infer.worker import queue_path
+
+    args.scale = worker_scale(args)
+    if args.scale is None:
+        return 2
+    if not queue_path(args.scale).exists():  # checked before the queue is opened: no empty queue left behind
+        print(f"error: no queue at {queue_path(args.scale)}: nothing was enqueued at scale {args.scale}. "
+              f"Enqueue the measurements first: `invoke infer --scale {args.scale} --method M` for each trained "
+              f"method, or run the whole study: `invoke study --scale {args.scale}`.", file=sys.stderr)
+        return 2
     if args.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)   # before torch is imported
     from infer.jobs import run_job
@@ -46,7 +82,7 @@ def cmd_worker(args) -> int:
         torch.set_num_threads(1)   # small models on shared CPUs: extra threads only spin (40x slower under load)
     q = Queue(queue_path(args.scale), lease_s=args.lease)
     stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty, poll_s=args.poll,
-                       report_s=args.report)
+                       report_s=args.report, name=worker_label())
     print(f"worker finished: {stats}; queue: {q.counts()}")
     return 0
 
@@ -60,7 +96,8 @@ def cmd_status(args) -> int:
         print(f"no queue at {path}; enqueue first (python -m infer enqueue --scale {args.scale} ...)")
         return 1
     q = Queue(path)
-    print(f"queue {path}: {q.counts()}")
+    counts = q.counts()
+    print(f"queue {path}: {counts}")
     for j in q.jobs():
         if args.jobs or j["state"] in ("running", "failed"):
             extra = f" worker={j['worker']}" if j["state"] == "running" else ""
@@ -70,6 +107,11 @@ def cmd_status(args) -> int:
         from infer.tables import greedy_summary, tables_dir
 
         print(greedy_summary(tables_dir(args.scale) / "greedy").to_string(index=False))
+    if args.check and any(counts[k] for k in ("pending", "running", "failed")):
+        print(f"check: not every job is done ({counts}); failed jobs: see the errors above, fix, then "
+              f"`python -m infer enqueue --scale {args.scale} --method M --retry-failed` and run the workers again",
+              file=sys.stderr)
+        return 3
     return 0
 
 
@@ -83,12 +125,12 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("enqueue", help="add the jobs of one training run (idempotent)")
     e.add_argument("--scale", required=True, choices=SCALES)
-    e.add_argument("--method", required=True, choices=METHODS)
+    e.add_argument("--method", required=True, choices=(*METHODS, "base"), help="a trained method, or base (the untrained policy's jobs only)")
     e.add_argument("--what", default="all", choices=(*KINDS, "all"))
     e.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE")
     e.add_argument("--retry-failed", action="store_true", help="make failed jobs pending again")
     w = sub.add_parser("worker", help="run queued jobs")
-    w.add_argument("--scale", required=True, choices=SCALES)
+    w.add_argument("--scale", default=None, help=f"{', '.join(SCALES)} (default: $RCEA_SCALE; required)")
     w.add_argument("--gpu", type=int, default=None, help="GPU index this worker uses")
     w.add_argument("--until-empty", action="store_true", help="exit when nothing is pending or running")
     w.add_argument("--backend", default="auto", choices=("auto", "hf", "vllm"), help="generation backend")
@@ -102,6 +144,7 @@ def main(argv=None) -> int:
     s.add_argument("--scale", required=True, choices=SCALES)
     s.add_argument("--jobs", action="store_true", help="list every job")
     s.add_argument("--summary", action="store_true", help="greedy accuracy, boxed rate, mean length per checkpoint")
+    s.add_argument("--check", action="store_true", help="exit 3 unless every job is done")
     from infer import unit_cli
 
     unit_cli.add_parsers(sub, SCALES, METHODS, KINDS)

@@ -350,8 +350,11 @@ def summary(table: pd.DataFrame) -> dict:
             "by_source": {k: int(v) for k, v in table["source"].value_counts().sort_index().items()}}
 
 
-def run_labeller(scale: str, labeller: ModeLabeller) -> pd.DataFrame:
-    """Fill `mode` from a plug-in labeller, question by question, through the same export path."""
+def run_labeller(scale: str, labeller: ModeLabeller, source: str = "plug-in") -> pd.DataFrame:
+    """Fill `mode` from a plug-in labeller, question by question, through the same export path; the
+    assignment table (semantic/codebook/assignments.parquet, read by the audit sample) gets the same
+    columns as the LLM pipeline's core: traj_id, scale, method, step, question_id, sample, mode, source,
+    disputed."""
     pop, texts, _ = population(scale)
     labels: dict[str, str | None] = {}
     for q, grp in pop.groupby("question_id", sort=True):
@@ -360,8 +363,13 @@ def run_labeller(scale: str, labeller: ModeLabeller) -> pd.DataFrame:
         if len(got) != len(ids):
             raise ValueError(f"labeller returned {len(got)} labels for {len(ids)} completions of {q}")
         labels.update(zip(ids, got))
+    table = pop[["traj_id", "scale", "method", "step", "question_id", "sample"]].copy()
+    table["mode"] = pd.array([labels.get(t) for t in table["traj_id"]], dtype="string")
+    table["source"] = source
+    table["disputed"] = False
+    write_parquet(table, semantic_dir(scale) / "codebook" / "assignments.parquet", stage="codebook")
     export_labels(scale, mode=labels)
-    return pd.DataFrame({"traj_id": list(labels), "mode": list(labels.values())})
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:

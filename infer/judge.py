@@ -9,9 +9,12 @@ for reconciliation (`semantic/judge/reconcile.csv`); a person's decision in
     python -m infer.judge run --scale tiny
     python -m infer.judge calibrate --labels FILE [--scale tiny]
 
+This is always the LLM judge; `python -m infer.labels validity` chooses between it and the toy world's
+rules by configuration (the study and `invoke judge` go through there).
+
 Plug-in: any object with `judge(question, reference, completion) -> bool | None` (True = valid)
-can be passed to `run_judge`, e.g. the toy world's rule-based judge; it fills `process_valid`
-through the same export path.
+can be passed to `run_judge`, e.g. the toy world's rule-based judge (infer.rules); it fills
+`process_valid` through the same export path.
 """
 
 from __future__ import annotations
@@ -210,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--scale", default="tiny", required=name == "run")
         p.add_argument("--base-url", default=None,
-                       help="override [judge] base_url (in the toy world, giving one uses the LLM judge, not the rules)")
+                       help="override [judge] base_url")
         p.add_argument("--model", default=None)
         p.add_argument("--concurrency", type=int, default=None)
         p.add_argument("--no-progress", action="store_true")
@@ -218,12 +221,6 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--labels", required=True, type=Path)
             p.add_argument("--out", type=Path, default=None, help="write the metrics as JSON here")
     args = ap.parse_args(argv)
-    if args.cmd == "run" and args.base_url is None:
-        from rcea.config import load_config
-        if load_config(args.scale)["data.world"] == "toy":  # decidable by rule: no model call
-            from infer.rules import run_rules
-            print(json.dumps(run_rules(args.scale), indent=2))
-            return 0
     judge = LLMJudge(settings_for(args.scale, args))
     if args.cmd == "run":
         out = run_judge(args.scale, judge)

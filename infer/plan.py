@@ -86,12 +86,13 @@ def dense_trace(cfg, ckpts: list[Checkpoint]) -> list[Checkpoint]:
 
 
 def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> list[dict]:
-    """One job per (checkpoint, kind); each is {key, kind, payload, cost}. Base-policy jobs are shared by all runs."""
+    """One job per (checkpoint, kind); each is {key, kind, payload, cost}. Base-policy jobs are shared by all
+    runs; `method="base"` plans only those (no checkpoints needed)."""
     if what != "all" and what not in KINDS:
         raise ValueError(f"unknown job kind {what!r}; valid: {', '.join(KINDS)}, all")
     kinds = KINDS if what == "all" else (what,)
-    ckpts = discover(scale, method)
-    if not ckpts:
+    ckpts = [] if method == "base" else discover(scale, method)   # base: the untrained policy's jobs only
+    if not ckpts and method != "base":
         raise FileNotFoundError(f"no complete checkpoints under {checkpoints_dir(scale, method)}; "
                                 f"train first (python -m train --scale {scale} --method {method})")
     miles, dense = milestones(cfg, ckpts), dense_trace(cfg, ckpts)
@@ -114,7 +115,7 @@ def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> 
                 benchmarks=benches)
     if "passk" in kinds:
         nq = n_questions(cfg["passk.benchmark"], cfg["passk.questions"])
-        for ck in (BASE, ckpts[-1]):
+        for ck in (BASE, *ckpts[-1:]):
             add("passk", ck, nq * cfg["passk.n"] * cfg["passk.max_new_tokens"])
     if "probe" in kinds:    # sampling plus teacher-forced scoring (about twice the work per token)
         for ck in [BASE] + miles:

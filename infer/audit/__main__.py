@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from infer.audit.sample import audit_db, report, sample
+from infer.audit.sample import audit_db, drawn, import_labels, report, sample
 from infer.audit.server import make_server
 from rcea.store import atomic_write_json
 
@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--annotators", default="A,B")
     s.add_argument("--seed", type=int, default=None)
     s.add_argument("--force", action="store_true", help="redraw even if pairs (and labels) exist")
+    s.add_argument("--if-missing", action="store_true", help="keep an existing draw (exit 0): what a study rerun does")
+    m = sub.add_parser("import", help="import annotations: CSV with annotator,pair_id,label[,kind]")
+    m.add_argument("file", type=Path)
+    m.add_argument("--scale", required=True)
     v = sub.add_parser("serve", help="serve the annotation page")
     v.add_argument("--scale", required=True)
     v.add_argument("--host", default="127.0.0.1")
@@ -39,7 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--scale", required=True)
     r.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    if args.cmd == "sample":
+    if args.cmd == "sample" and args.if_missing and not args.force and drawn(audit_db(args.scale)):
+        print(json.dumps({"kept": str(audit_db(args.scale)), "pairs": drawn(audit_db(args.scale))}))
+    elif args.cmd == "import":
+        try:
+            print(json.dumps(import_labels(audit_db(args.scale), args.file), indent=2))
+        except (ValueError, KeyError) as exc:
+            print(f"error: {args.file}: {exc}; nothing was imported", file=sys.stderr)
+            return 2
+    elif args.cmd == "sample":
         exclude = set(args.exclude.read_text().split()) if args.exclude else set()
         names = tuple(args.annotators.split(","))
         if len(names) != 2:

@@ -70,6 +70,42 @@ def sample(scale: str, seed: int = 2031, n_questions: int = 29, per_question: in
     return {"questions": len({p[0] for p in pairs}), "trajectories": len(trajs), "pairs": len(pairs), "db": str(path)}
 
 
+def drawn(path: Path) -> int:
+    """How many pairs the audit at `path` holds (0 when none was drawn)."""
+    if not path.exists():
+        return 0
+    with store.connect(path) as con:
+        return int(con.execute("SELECT COUNT(*) FROM pairs").fetchone()[0])
+
+
+def import_labels(path: Path, csv_path: Path) -> dict:
+    """Import annotations made elsewhere: a CSV with columns annotator, pair_id, label (0/1) and optionally
+    kind (`label`, the default, or `adjudication`). Every row is checked before anything is written."""
+    import csv
+
+    if not drawn(path):
+        raise ValueError(f"no audit pairs at {path}; draw them first (python -m infer.audit sample)")
+    with csv_path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    with store.connect(path) as con:
+        known = {r[0] for r in con.execute("SELECT pair_id FROM pairs")}
+    checked = []
+    for i, r in enumerate(rows, 2):
+        who, kind = (r.get("annotator") or "").strip(), (r.get("kind") or "label").strip()
+        if not store.valid_name(who) or kind not in ("label", "adjudication"):
+            raise ValueError(f"line {i}: annotator must be 1-32 letters, digits, _ or -, kind label|adjudication")
+        try:
+            pair, label = int(r["pair_id"]), int(r["label"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"line {i}: pair_id and label must be integers") from None
+        if pair not in known or label not in (0, 1):
+            raise ValueError(f"line {i}: unknown pair {pair} or label {label} not 0/1")
+        checked.append((kind, who, pair, label))
+    for kind, who, pair, label in checked:
+        (store.set_adjudication if kind == "adjudication" else store.set_label)(path, who, pair, label)
+    return {"imported": len(checked), "adjudications": sum(k == "adjudication" for k, *_ in checked)}
+
+
 def report(path: Path) -> dict:
     with store.connect(path) as con:
         a, b = store.annotators(con)[:2]

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import torch
 
-from infer.backends import Completion, SamplingSpec, Scored
+from infer.backends.base import Completion, SamplingSpec, Scored
 from infer.entropy import chunked_stats_from_hidden
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from infer.backends import Completion, SamplingSpec
+from infer.backends.base import Completion, SamplingSpec
 from infer.backends.vllm_args import AdapterIds, engine_kwargs, lora_request_kwargs, sampling_kwargs
 
 

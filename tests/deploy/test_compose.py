@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 import tasks
+from rcea.ops import commands
 
 ROOT = Path(tasks.__file__).resolve().parent
 WORKERS = [f"infer-worker-{i}" for i in range(8)]
@@ -173,6 +174,6 @@ def test_no_secret_value_is_written_into_compose(services):
 
 
 def test_invoke_names_only_services_that_exist(services):
-    names = set(tasks.SERVICE_OF.values()) | set(tasks.BUILD_SERVICES.values())
-    names |= set(tasks.worker_services(tasks.MAX_WORKERS)) | {"judge"}
+    names = set(commands.SERVICE_OF.values()) | set(commands.BUILD_SERVICES.values())
+    names |= set(commands.worker_services(commands.MAX_WORKERS)) | {"judge"}
     assert names <= set(services)

@@ -1,4 +1,5 @@
-"""tasks.py: every task's exact command (via Invoke's dry run), argument validation, no-Docker behaviour."""
+"""tasks.py and rcea/ops: every task's exact command (via Invoke's dry run), argument validation, no-Docker
+behaviour, the study's stage list."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ from invoke import Config, Context, MockContext, Result
 from invoke.exceptions import Exit
 
 import tasks
+from rcea.ops import commands, lockfiles, shell, study
 
 ROOT = Path(tasks.__file__).resolve().parent
 LOCAL = {"train": ".envs/train/bin/python", "infer": ".envs/infer/bin/python",
@@ -57,9 +59,21 @@ EXPECTED = [  # (task, kwargs, exact command lines)
       "infer-worker-0 infer-worker-1 infer-worker-2"]),
     ("status", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer status --scale tiny"]),
     ("status", {"scale": "7b"}, ["docker compose run --rm infer-cli python -m infer status --scale 7b"]),
-    ("judge", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer.judge run --scale tiny"]),
-    ("judge", {"scale": "3b"}, ["docker compose --profile judge up -d --wait judge",
-                                "docker compose run --rm infer-cli python -m infer.judge run --scale 3b"]),
+    ("judge", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer.labels validity --scale tiny"]),
+    ("judge", {"scale": "3b"}, ["env RCEA_SCALE=3b docker compose --profile judge up -d --wait judge",
+                                "docker compose run --rm infer-cli python -m infer.labels validity --scale 3b"]),
+    ("codebook", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer.labels modes --scale tiny"]),
+    ("codebook", {"scale": "7b"}, ["env RCEA_SCALE=7b docker compose --profile judge up -d --wait judge",
+                                   "docker compose run --rm infer-cli python -m infer.labels modes --scale 7b"]),
+    ("audit", {"scale": "tiny", "sample": True, "report": True},
+     [f"{LOCAL['infer']} -m infer.audit sample --scale tiny --if-missing",
+      f"{LOCAL['infer']} -m infer.audit report --scale tiny"]),
+    ("audit", {"scale": "3b", "serve": True},
+     ["docker compose run --rm -p 127.0.0.1:8765:8765 infer-cli python -m infer.audit serve --scale 3b "
+      "--host 0.0.0.0 --port 8765"]),
+    ("audit", {"scale": "tiny", "import_": "labels.csv"}, [f"{LOCAL['infer']} -m infer.audit import --scale tiny labels.csv"]),
+    ("infer", {"scale": "3b", "method": "base", "what": "probe"},
+     ["docker compose run --rm infer-cli python -m infer enqueue --scale 3b --method base --what probe"]),
     ("aggregate", {"scale": "tiny"},
      [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny --scale tiny"]),
     ("aggregate", {"scale": "tiny", "skip_bad_parts": True},
@@ -94,7 +108,7 @@ def test_lock_of_a_cpu_twin_constrains_it_by_its_gpu_lock(capsys, dry, monkeypat
     monkeypatch.setenv("RCEA_FIND_LINKS", "wheels-dir")
     tasks.lock(dry, name="infer-cpu")
     out = capsys.readouterr().out.splitlines()
-    constraints = tasks.constraints_path("infer")
+    constraints = lockfiles.constraints_path("infer")
     assert out[0].startswith(f"# constraints: {constraints} <- lockfiles/infer.txt")
     assert out[1] == (f".envs/tools/bin/uv --directory lockfiles pip compile infer-cpu.in -o infer-cpu.txt "
                       f"-c {constraints} --python-version 3.11 --only-binary :all: --generate-hashes "
@@ -110,16 +124,92 @@ def test_lock_all_compiles_every_gpu_lock_before_its_cpu_twin(capsys, dry, monke
     assert order.index("train") < order.index("train-cpu") and order.index("infer") < order.index("infer-cpu")
 
 
+STAGES = ["prepare", "train", "workers", "judge", "modes", "audit", "aggregate", "results"]
+
+
 def test_demo_runs_every_stage_in_order(capsys, dry, monkeypatch):
     monkeypatch.setenv("RCEA_OVERRIDES", "")  # restored afterwards: the quick demo sets it for its stages
     tasks.demo(dry, quick=True, methods="grpo,kl_cov")
     out = capsys.readouterr().out
     banners = re.findall(r"^=== \[(\d)/(\d)\] (.+?)  \(\+\d+s.*\)$", out, re.M)
     assert [b[2].split(" (")[0] for b in banners] == [
-        "prepare", "train grpo, kl_cov", "enqueue grpo", "enqueue kl_cov", "workers", "judge and modes", "aggregate"]
-    assert f"{LOCAL['train']} -m train --method kl_cov --scale tiny" in out.splitlines()
+        "prepare", "train grpo, kl_cov", "workers", "judge", "modes", "audit sample", "aggregate",
+        "results -> results/tiny/"]
+    lines = out.splitlines()
+    # each run enqueues its measurements right after its own training
+    i = lines.index(f"{LOCAL['train']} -m train --method kl_cov --scale tiny")
+    assert lines[i + 1] == f"{LOCAL['infer']} -m infer enqueue --scale tiny --method kl_cov --what all"
     assert "train.max_steps=4" in os.environ["RCEA_OVERRIDES"]  # quick budgets reach every stage
     assert "docker" not in out  # the demo is tiny: it never needs Docker
+
+
+def test_demo_is_the_tiny_study(capsys, dry, monkeypatch):
+    """The demo and `study --scale tiny` run the same commands (they cannot drift apart)."""
+    monkeypatch.setenv("RCEA_OVERRIDES", "")
+    tasks.demo(dry, methods="grpo,dapo")
+    demo_out = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("===")]
+    tasks.study(dry, scale="tiny", methods="grpo,dapo")
+    study_out = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("===")]
+    assert demo_out == study_out and any("-m aggregate" in ln for ln in demo_out)
+
+
+def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
+    tasks.study(dry, scale="7b", methods="grpo,kl_cov", num_workers=3)
+    out = capsys.readouterr().out
+    cmds = [ln for ln in out.splitlines() if ln and not ln.startswith("===")]
+    assert cmds and all(re.match(r"(env RCEA_SCALE=7b( \w+=\S+)* )?docker compose ", ln) for ln in cmds)
+    for ln in cmds:  # run: --scale 7b (or the 7b data paths); up/stop: RCEA_SCALE=7b
+        assert "--scale 7b" in ln or ln.startswith("env RCEA_SCALE=7b ") or "results/7b" in ln, ln
+        assert "3b" not in ln and "tiny" not in ln, ln
+    expected = [
+        "docker compose run --rm train python -m rcea.prepare --scale 7b",
+        "docker compose run --rm train python -m train --method grpo --scale 7b",
+        "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method grpo --what all",
+        "docker compose run --rm train python -m train --method kl_cov --scale 7b",
+        "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method kl_cov --what all",
+        "env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up infer-worker-0 infer-worker-1 "
+        "infer-worker-2",
+        "docker compose run --rm infer-cli python -m infer status --scale 7b --check",
+        "env RCEA_SCALE=7b docker compose --profile judge up -d --wait judge",
+        "docker compose run --rm infer-cli python -m infer.labels validity --scale 7b",
+        "docker compose run --rm infer-cli python -m infer.labels modes --scale 7b",
+        "env RCEA_SCALE=7b docker compose --profile judge stop judge",
+        "docker compose run --rm infer-cli python -m infer.audit sample --scale 7b --if-missing",
+        "docker compose run --rm aggregate python -m aggregate --input data/infer/7b/tables "
+        "--output data/results/7b --scale 7b",
+        "docker compose run --rm aggregate python -m rcea.publish data/results/7b results/7b"]
+    assert cmds == expected
+
+
+def test_the_stage_list_is_plain_data_for_other_executors():
+    stages = study.study_stages("3b", ["grpo", "dapo"], num_workers=2)
+    assert [s.key for s in stages] == STAGES
+    train = stages[1]
+    assert [u.name for u in train.units] == ["grpo", "dapo"] and train.parallel == 1
+    assert all(isinstance(a, tuple) and all(isinstance(x, str) for x in a) for u in train.units for a in u.commands)
+    tiny = study.study_stages("tiny", ["grpo", "dapo", "gtpo"])
+    assert tiny[1].parallel == study.TINY_TRAIN_JOBS and tiny[1].logged
+    assert tiny[1].weight == 3 * study.STAGE_WEIGHTS["train"]
+
+
+def test_only_the_local_engine_exists_yet(dry):
+    with pytest.raises(Exit) as e:
+        tasks.study(dry, scale="tiny", methods="grpo", engine="ray")
+    assert e.value.code == 2 and "valid choices: local" in e.value.message
+
+
+def test_banner_estimates_the_time_left_from_the_pace_so_far():
+    stages = study.study_stages("tiny", ["grpo"])
+    assert study.banner(1, stages, 0.0) == f"\n=== [1/8] {stages[0].title}  (+0s)"
+    # prepare (weight 110) took 220 s: the rest (train 25 + workers 110 + ... ) at twice the nominal pace
+    rest = sum(s.weight for s in stages[1:])
+    assert study.banner(2, stages, 220.0).endswith(f"(+220s, ~{2 * rest:.0f}s left)")
+
+
+def test_study_overrides_reach_every_stage_through_the_environment(dry, monkeypatch, capsys):
+    monkeypatch.setenv("RCEA_OVERRIDES", "probe.k=4")
+    tasks.study(dry, scale="tiny", methods="grpo", override=["train.max_steps=2"])
+    assert os.environ["RCEA_OVERRIDES"] == "train.max_steps=2;probe.k=4"
 
 
 def test_cli_dry_flag_prints_the_compose_line():
@@ -151,6 +241,11 @@ def test_tiny_really_runs_locally_not_in_docker():
     ("lock", {"name": "gpu"}, "name"),
     ("bootstrap", {"role": "nope"}, "role"),
     ("demo", {"methods": "grpo,sft"}, "methods"),
+    ("study", {"scale": "13b"}, "scale"),
+    ("study", {"methods": "grpo,ppo"}, "methods"),
+    ("study", {"scale": "3b", "num_workers": 0.5}, "num-workers"),
+    ("codebook", {"scale": "2b"}, "scale"),
+    ("audit", {"scale": "x", "report": True}, "scale"),
     ("train", {"method": "grpo", "scale": "tiny", "override": ["no-equals-sign"]}, "override"),
 ])
 def test_invalid_arguments_stop_with_the_valid_choices(name, kwargs, option):
@@ -166,7 +261,7 @@ def test_invalid_arguments_stop_with_the_valid_choices(name, kwargs, option):
 
 
 def test_real_scale_without_docker_says_so_and_what_to_run_instead(monkeypatch):
-    monkeypatch.setattr(tasks, "compose_available", lambda: False)
+    monkeypatch.setattr(shell, "compose_available", lambda: False)
     with pytest.raises(Exit) as e:
         tasks.train(MockContext(), method="kl_cov", scale="3b")
     assert e.value.code == 3
@@ -175,10 +270,10 @@ def test_real_scale_without_docker_says_so_and_what_to_run_instead(monkeypatch):
 
 
 def test_real_scale_with_docker_writes_uid_gid_then_runs(monkeypatch):
-    monkeypatch.setattr(tasks, "compose_available", lambda: True)
-    monkeypatch.setattr(tasks, "engine_available", lambda: True)
+    monkeypatch.setattr(shell, "compose_available", lambda: True)
+    monkeypatch.setattr(shell, "engine_available", lambda: True)
     written = {}
-    monkeypatch.setattr(tasks, "write_env_file", lambda values: written.update(values))
+    monkeypatch.setattr(shell, "write_env_file", lambda values: written.update(values))
     c = MockContext(run={"docker compose run --rm aggregate python -m aggregate --input data/infer/7b/tables "
                          "--output data/results/7b --scale 7b": Result("")})
     tasks.aggregate(c, scale="7b")
@@ -189,14 +284,14 @@ def test_real_scale_with_docker_writes_uid_gid_then_runs(monkeypatch):
 def test_write_env_file_merges_and_keeps_other_keys(tmp_path):
     env = tmp_path / ".env"
     env.write_text("NUM_WORKERS=4\nUID=0\n")
-    tasks.write_env_file({"UID": "1234", "GID": "99"}, env)
+    shell.write_env_file({"UID": "1234", "GID": "99"}, env)
     assert env.read_text().splitlines() == ["NUM_WORKERS=4", "UID=1234", "GID=99"]
 
 
 def test_every_task_and_option_has_help():
     found = {n: t for n, t in vars(tasks).items() if type(t).__name__ == "Task"}
     assert {"train", "infer", "workers", "judge", "aggregate", "status", "build", "lock", "test", "demo",
-            "doctor", "prepare", "bootstrap"} <= set(found)
+            "doctor", "prepare", "bootstrap", "study", "codebook", "audit"} <= set(found)
     for name, t in found.items():
         assert (t.__doc__ or "").strip(), f"task {name} has no docstring"
         for arg in t.get_arguments():
@@ -204,16 +299,16 @@ def test_every_task_and_option_has_help():
 
 
 def test_local_command_runs_each_module_in_its_own_environment():
-    assert tasks.local_command("rcea.prepare", ["--scale", "tiny"]) == \
+    assert commands.local_command("rcea.prepare", ["--scale", "tiny"]) == \
         [LOCAL["train"], "-m", "rcea.prepare", "--scale", "tiny"]
-    assert tasks.local_command("infer.judge", ["run"])[0] == LOCAL["infer"]
-    assert tasks.local_command("aggregate", [])[0] == LOCAL["aggregate"]
+    assert commands.local_command("infer.labels", ["all"])[0] == LOCAL["infer"]
+    assert commands.local_command("aggregate", [])[0] == LOCAL["aggregate"]
     with pytest.raises(KeyError):
-        tasks.local_command("torch", [])
+        commands.local_command("torch", [])
 
 
 def test_tasks_py_imports_no_heavy_or_role_package():
-    code = ("import sys, tasks; bad = {'torch', 'train', 'infer', 'aggregate', 'vllm', 'transformers'} "
+    code = ("import sys, tasks, rcea.ops.study, rcea.ops.doctor; bad = {'torch', 'train', 'infer', 'aggregate', 'vllm', 'transformers'} "
             "& set(sys.modules); sys.exit(', '.join(sorted(bad)) if bad else 0)")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
@@ -231,16 +326,34 @@ def test_side_by_side_runs_everything_appends_logs_and_reports_the_first_failure
     ok = [sys.executable, "-m", "json.tool", str(tmp_path / "in.json")]
     (tmp_path / "in.json").write_text('{"a": [1, 2]}')
     bad = [sys.executable, "-m", "no_such_module_rcea"]
-    tasks.run_side_by_side(Context(), [ok, ok[:3] + [str(tmp_path / "in.json"), "--compact"]], tmp_path / "logs")
+    shell.run_side_by_side(Context(), [ok, ok[:3] + [str(tmp_path / "in.json"), "--compact"]], tmp_path / "logs")
     out = capsys.readouterr().out
     assert out.count("  done in ") == 2 and "FAILED" not in out
     logs = sorted((tmp_path / "logs").glob("*.log"))
     assert len(logs) == 1  # both commands share the module name: one log, appended in turn
-    tasks.run_side_by_side(Context(), [ok], tmp_path / "logs")
+    shell.run_side_by_side(Context(), [ok], tmp_path / "logs")
     text = logs[0].read_text()
     assert text.count("\n=== ") == 3 and text.count('"a"') == 3  # a rerun keeps the earlier output
     with pytest.raises(Exit) as exc:
-        tasks.run_side_by_side(Context(), [bad, ok], tmp_path / "logs", jobs=2)
+        shell.run_side_by_side(Context(), [bad, ok], tmp_path / "logs", jobs=2)
     msg = str(exc.value.message)
     assert "1 of 2 commands failed" in msg and "no_such_module_rcea" in msg and "No module named" in msg
     assert "FAILED (exit 1)" in capsys.readouterr().out
+
+
+def test_a_unit_runs_its_commands_in_turn_and_stops_at_its_first_failure(tmp_path, capsys):
+    """The study's train units: train, then enqueue; a failed training run enqueues nothing."""
+    mark = tmp_path / "enqueued"
+    first = [sys.executable, "-c", "import sys; sys.exit(int(sys.argv[1]))"]
+    touch = [sys.executable, "-c", f"open({str(mark)!r}, 'a').write('x')"]
+    shell.run_side_by_side(Context(), [[first + ["0"], touch], [first + ["0"], touch]], tmp_path / "logs")
+    assert mark.read_text() == "xx"
+    with pytest.raises(Exit) as exc:
+        shell.run_side_by_side(Context(), [[first + ["4"], touch], [first + ["0"], touch]], tmp_path / "logs")
+    assert mark.read_text() == "xxx" and "1 of 2 commands failed" in str(exc.value.message)
+
+
+def test_tasks_py_stays_a_thin_layer():
+    assert len((ROOT / "tasks.py").read_text().splitlines()) < 250
+    for module in (ROOT / "rcea" / "ops").glob("*.py"):
+        assert len(module.read_text().splitlines()) <= 400, module

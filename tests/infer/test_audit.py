@@ -134,3 +134,28 @@ def test_serve_cli_starts_and_serves_the_page(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_if_missing_keeps_the_draw_and_import_checks_every_row_first(labelled, tmp_path, capsys):
+    db = audit_db("tiny")
+    with store.connect(db) as con:
+        n_pairs = con.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]
+        before = con.execute("SELECT COUNT(*) FROM labels").fetchone()[0]
+    assert n_pairs > 0
+    capsys.readouterr()
+    assert audit_main(["sample", "--scale", "tiny", "--if-missing"]) == 0  # what a study rerun does
+    assert json.loads(capsys.readouterr().out) == {"kept": str(db), "pairs": n_pairs}
+    bad = tmp_path / "bad.csv"
+    bad.write_text("annotator,pair_id,label\nD,1,1\nD,99999,0\n")
+    assert audit_main(["import", "--scale", "tiny", str(bad)]) == 2
+    assert "line 3" in capsys.readouterr().err
+    with store.connect(db) as con:  # the good first row was not written either
+        assert con.execute("SELECT COUNT(*) FROM labels").fetchone()[0] == before
+    good = tmp_path / "good.csv"
+    good.write_text("annotator,pair_id,label,kind\nD,1,1,label\nD,2,0,\nE,1,0,adjudication\n")
+    assert audit_main(["import", "--scale", "tiny", str(good)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"imported": 3, "adjudications": 1}
+    with store.connect(db) as con:
+        got = {(r["annotator"], r["pair_id"]): r["label"] for r in con.execute("SELECT * FROM labels")}
+        adj = {r["pair_id"]: (r["adjudicator"], r["label"]) for r in con.execute("SELECT * FROM adjudications")}
+    assert got[("D", 1)] == 1 and got[("D", 2)] == 0 and adj[1] == ("E", 0)

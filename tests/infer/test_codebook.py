@@ -119,3 +119,7 @@ def test_rule_based_labeller_fills_mode(tmp_path, monkeypatch):
     assert len(out) == 36 and s["mode"].notna().sum() == 34
     got = s.loc[(s.method == "base") & (s.question_id == "q3"), "mode"].tolist()
     assert got == ["factoring", "quadratic", "factoring", "quadratic"]
+    # the assignment table the audit sample draws from, as the LLM pipeline writes it
+    table = pd.read_parquet(semantic_dir("tiny") / "codebook" / "assignments.parquet")
+    assert len(table) == 36 and table["mode"].notna().sum() == 34 and set(table["source"]) == {"plug-in"}
+    assert set(table["traj_id"]) == set(out["traj_id"]) and {"question_id", "disputed"} <= set(table.columns)

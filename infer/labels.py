@@ -1,0 +1,95 @@
+"""The owner of labelling: process validity and semantic modes, by rules or by an LLM, by configuration.
+
+    python -m infer.labels validity --scale S     the validity judge over every verified success
+    python -m infer.labels modes    --scale S     semantic modes of the valid successes
+    python -m infer.labels all      --scale S     both, in that order
+        [--labeller auto|rules|llm] [--base-url URL] [--model NAME] [--concurrency N] [--no-progress]
+
+Who labels is `judge.labeller` (overridable with --labeller): `auto` uses the toy world's rules when
+`data.world` is `toy` (decidable there, no model call) and the LLM judge and codebook otherwise; `rules` or
+`llm` force one. Both paths write through the same export (`process_valid` and `mode` in the samples
+table, the verdict and assignment tables under semantic/). Modes need validity first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+STEPS = ("validity", "modes", "all")
+LABELLERS = ("auto", "rules", "llm")
+
+
+def choose(cfg, requested: str | None = None) -> str:
+    """`rules` or `llm` for this configuration (`requested` overrides the `judge.labeller` setting)."""
+    want = requested or cfg["judge.labeller"]
+    if want not in LABELLERS:
+        raise ValueError(f"unknown labeller {want!r}; valid: {', '.join(LABELLERS)}")
+    if want == "auto":
+        return "rules" if cfg["data.world"] == "toy" else "llm"
+    return want
+
+
+def _llm(cfg, section: str, args):
+    from infer.llm import LLMSettings
+    return LLMSettings.from_config(cfg, section, base_url=args.base_url, model=args.model,
+                                   concurrency=args.concurrency, progress=not args.no_progress)
+
+
+def validity(scale: str, kind: str, cfg, args) -> dict:
+    from infer.judge import LLMJudge, run_judge
+
+    if kind == "rules":
+        from infer.rules import rule_judge
+        out, stats = run_judge(scale, rule_judge()), {}
+    else:
+        judge = LLMJudge(_llm(cfg, "judge", args))
+        out, stats = run_judge(scale, judge), judge.client.stats()
+    v = out["valid"]
+    return {"labeller": kind, "accepted": int(len(out)), "valid": int(v.fillna(False).sum()),
+            "invalid": int((~v.fillna(True)).sum()), "no_verdict": int(v.isna().sum()), **stats}
+
+
+def modes(scale: str, kind: str, cfg, args) -> dict:
+    from infer.codebook import CodebookSettings, Pipeline, run_labeller, summary
+
+    if kind == "rules":
+        from infer.llm_io import load_questions
+        from infer.rules import QuestionRuleLabeller
+        table = run_labeller(scale, QuestionRuleLabeller(load_questions(scale)))
+        return {"labeller": kind, **summary(table)}
+    pipe = Pipeline(scale, _llm(cfg, "codebook", args), CodebookSettings.from_config(cfg))
+    table = pipe.run()
+    return {"labeller": kind, **summary(table), **pipe.client.stats(), "problems": len(pipe.log)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rcea.config import SCALES, ConfigError, load_config
+
+    ap = argparse.ArgumentParser(prog="python -m infer.labels", description=__doc__.split("\n")[0])
+    ap.add_argument("step", choices=STEPS)
+    ap.add_argument("--scale", required=True, choices=SCALES)
+    ap.add_argument("--labeller", default=None, choices=LABELLERS, help="override judge.labeller")
+    ap.add_argument("--base-url", default=None, help="override the [judge] / [codebook] endpoint")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--concurrency", type=int, default=None)
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_config(args.scale)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    kind = choose(cfg, args.labeller)
+    out = {}
+    if args.step in ("validity", "all"):
+        out["validity"] = validity(args.scale, kind, cfg, args)
+    if args.step in ("modes", "all"):
+        out["modes"] = modes(args.scale, kind, cfg, args)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

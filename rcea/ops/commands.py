@@ -1,0 +1,192 @@
+"""Pure command builders: the exact argv of every stage, local (tiny) or through Compose (3b/7b).
+
+The scale reaches every container: `docker compose run` commands carry `--scale S` in their arguments,
+and the services started with `docker compose up` (workers, judge server) get `RCEA_SCALE=S` in their
+environment (compose.yaml passes it through; a worker refuses to start without it). Tested against the
+exact command lines in tests/deploy/test_tasks.py.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from invoke.exceptions import Exit
+
+from rcea.config import METHODS, SCALES  # one spelling of each name; rcea.config needs only the stdlib
+
+WHATS = ("greedy", "passk", "probe", "covariance", "all")
+ROLES = ("train", "infer", "aggregate")
+MAX_WORKERS = 8
+LABEL_STEPS = ("validity", "modes", "all")
+# Which environment (and container) runs each entry module.
+ENV_OF = {"rcea.prepare": "train", "train": "train", "train.seeds": "train", "infer": "infer",
+          "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "aggregate": "aggregate",
+          "rcea.publish": "aggregate"}
+# Compose services that run one-off commands per environment (see compose.yaml).
+SERVICE_OF = {"train": "train", "infer": "infer-cli", "aggregate": "aggregate"}
+BUILD_SERVICES = {"train": "train", "infer": "infer-cli", "aggregate": "aggregate"}
+AUDIT_PORT = 8765
+
+# ---------------------------------------------------------------- validation
+
+
+def choice(option: str, value, choices) -> str:
+    """Return ``value`` if it is one of ``choices``, else stop with the list of valid choices."""
+    if value not in choices:
+        raise Exit(f"invalid --{option} {value!r}; valid choices: {', '.join(choices)}", code=2)
+    return value
+
+
+def check_workers(n) -> int:
+    """--num-workers, else $NUM_WORKERS, else 8; each worker takes one GPU."""
+    n = n or os.environ.get("NUM_WORKERS") or MAX_WORKERS
+    if not str(n).isdigit() or not 1 <= int(n) <= MAX_WORKERS:
+        raise Exit(f"invalid --num-workers {n!r}; valid choices: 1..{MAX_WORKERS} (one GPU each)", code=2)
+    return int(n)
+
+
+def check_overrides(overrides) -> list[str]:
+    bad = [o for o in overrides or [] if not re.fullmatch(r"[A-Za-z_][\w.\-]*=.*", o)]
+    if bad:
+        raise Exit(f"invalid --override {bad[0]!r}; expected key=value, e.g. --override lr=1e-6", code=2)
+    return list(overrides or [])
+
+
+def parse_methods(methods: str) -> list[str]:
+    return [choice("methods", m.strip(), METHODS) for m in methods.split(",") if m.strip()]
+
+
+# ---------------------------------------------------------------- builders
+
+
+def local_command(module: str, args) -> list[str]:
+    """Tiny scale: run ``python -m <module> <args>`` in that module's own environment under .envs/."""
+    return [f".envs/{ENV_OF[module]}/bin/python", "-m", module, *args]
+
+
+def compose(*args: str) -> list[str]:
+    return ["docker", "compose", *args]
+
+
+def role_command(module: str, args, scale: str, run_opts=()) -> list[str]:
+    """Tiny runs locally; 3b/7b run the same module in the role's container (same working layout)."""
+    if scale == "tiny":
+        return local_command(module, args)
+    return compose("run", "--rm", *run_opts, SERVICE_OF[ENV_OF[module]], "python", "-m", module, *args)
+
+
+def with_scale(scale: str, argv: list[str], **env) -> list[str]:
+    """`env RCEA_SCALE=S [K=V ...] docker compose up ...`: the scale of services started by `up`."""
+    return ["env", f"RCEA_SCALE={scale}", *(f"{k}={v}" for k, v in env.items()), *argv]
+
+
+def train_args(method, scale, max_steps=0, resume=False, overrides=()) -> list[str]:
+    args = ["--method", method, "--scale", scale]
+    if max_steps:
+        args += ["--max-steps", str(max_steps)]
+    if resume:
+        args.append("--resume")
+    for o in overrides:
+        args += ["--override", o]
+    return args
+
+
+def train_command(method: str, scale: str, **kw) -> list[str]:
+    return role_command("train", train_args(method, scale, **kw), scale)
+
+
+def enqueue_command(scale: str, method: str, what: str = "all") -> list[str]:
+    return role_command("infer", ["enqueue", "--scale", scale, "--method", method, "--what", what], scale)
+
+
+def worker_services(n: int) -> list[str]:
+    return [f"infer-worker-{i}" for i in range(n)]
+
+
+def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = True, lease: float = 0) -> list[str]:
+    """Tiny: one local worker until the queue is empty. 3b/7b: workers 0..N-1 only (hosts with < 8 GPUs);
+    detached for `invoke workers`, attached in the study (which waits until every worker has exited)."""
+    if scale == "tiny":
+        return local_command("infer", ["worker", "--scale", "tiny", "--until-empty",
+                                       *(["--lease", f"{lease:g}"] if lease else [])])
+    env = {"NUM_WORKERS": num_workers, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
+    return with_scale(scale, compose("--profile", "infer", "up", *(["-d"] if detach else []),
+                                     *worker_services(num_workers)), **env)
+
+
+def status_command(scale: str, check: bool = False) -> list[str]:
+    return role_command("infer", ["status", "--scale", scale, *(["--check"] if check else [])], scale)
+
+
+def judge_server_up(scale: str) -> list[str]:
+    """The judge / codebook model server (vLLM, OpenAI-compatible) on its GPU; waits until healthy."""
+    return with_scale(scale, compose("--profile", "judge", "up", "-d", "--wait", "judge"))
+
+
+def judge_server_stop(scale: str) -> list[str]:
+    return with_scale(scale, compose("--profile", "judge", "stop", "judge"))
+
+
+def labels_command(scale: str, step: str) -> list[str]:
+    """`python -m infer.labels validity|modes|all`: rules in the toy world, the LLM judge/codebook otherwise."""
+    return role_command("infer.labels", [step, "--scale", scale], scale)
+
+
+def judge_commands(scale: str) -> list[list[str]]:
+    run = labels_command(scale, "validity")
+    return [run] if scale == "tiny" else [judge_server_up(scale), run]
+
+
+def codebook_commands(scale: str) -> list[list[str]]:
+    run = labels_command(scale, "modes")
+    return [run] if scale == "tiny" else [judge_server_up(scale), run]
+
+
+def audit_command(scale: str, action: str, *args: str, run_opts=()) -> list[str]:
+    return role_command("infer.audit", [action, "--scale", scale, *args], scale, run_opts)
+
+
+def audit_serve_command(scale: str, port: int = AUDIT_PORT) -> list[str]:
+    if scale == "tiny":
+        return audit_command(scale, "serve", "--port", str(port))
+    # In the container the page listens on all interfaces; the host publishes it on loopback only.
+    return audit_command(scale, "serve", "--host", "0.0.0.0", "--port", str(port),
+                         run_opts=("-p", f"127.0.0.1:{port}:{port}"))
+
+
+def audit_import_command(scale: str, path: str) -> list[str]:
+    if scale == "tiny":
+        return audit_command(scale, "import", path)
+    inside = f"/workspace/import/{os.path.basename(path)}"  # the host file, mounted read-only
+    return audit_command(scale, "import", inside, run_opts=("-v", f"{os.path.abspath(path)}:{inside}:ro"))
+
+
+def data_root(scale: str = "tiny") -> str:
+    """The data directory as the role processes see it: RCEA_DATA locally (tiny), the volume in containers."""
+    return os.environ.get("RCEA_DATA", "data") if scale == "tiny" else "data"
+
+
+def results_dir() -> str:
+    """Where a study's results land on the host: $RCEA_RESULTS, else ./results (one folder per scale)."""
+    return os.environ.get("RCEA_RESULTS", "results")
+
+
+def aggregate_command(scale: str, skip_bad_parts: bool = False) -> list[str]:
+    root = data_root(scale)
+    return role_command("aggregate", ["--input", f"{root}/infer/{scale}/tables",
+                                      "--output", f"{root}/results/{scale}", "--scale", scale,
+                                      *(["--skip-bad-parts"] if skip_bad_parts else [])], scale)
+
+
+def publish_command(scale: str) -> list[str]:
+    """Copy data/results/<scale> to results/<scale> on the host (3b/7b: out of the named volume through
+    the aggregate service's bind mount of ./results, see compose.yaml)."""
+    dest = f"{results_dir()}/{scale}" if scale == "tiny" else f"results/{scale}"
+    return role_command("rcea.publish", [f"{data_root(scale)}/results/{scale}", dest], scale)
+
+
+def build_command(roles) -> list[str]:
+    return compose("build", *[BUILD_SERVICES[r] for r in roles])
+
+
+__all__ = [n for n in dir() if not n.startswith("_")] + ["METHODS", "SCALES"]

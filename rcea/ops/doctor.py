@@ -1,0 +1,128 @@
+"""`invoke doctor`: the preflight of a GPU host (Docker, driver, GPU count, /dev/shm, disk, volumes).
+
+`gather_facts` probes the host; `evaluate` turns the facts into checks, each failing one with its fix (pure,
+so it is unit-tested in tests/deploy/test_doctor.py).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from rcea.ops.commands import MAX_WORKERS
+from invoke.exceptions import Exit
+
+from rcea.ops.shell import ROOT, _probe, compose_available, engine_available
+
+@dataclass
+class Check:
+    name: str
+    level: str  # ok | warn (this machine cannot run real scales) | fail (present but broken)
+    detail: str
+    fix: str = ""
+
+
+DRIVER_FLOOR = {"train": 525, "infer": 580}  # CUDA 12.8 (minor-version compat) / CUDA 13.x
+TINY_DISK_GB = 5  # the CPU environments and tiny runs; images, 3B/7B weights and checkpoints want ~100
+
+
+def gather_facts(path: Path = ROOT) -> dict:
+    """Probe the host: Docker, nvidia-smi, /dev/shm, disk. Side-effect free."""
+    facts = {"compose": compose_available(), "engine": engine_available(), "gpus": None}
+    if shutil.which("nvidia-smi"):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
+                             capture_output=True, text=True)
+        if out.returncode == 0:
+            facts["gpus"] = [ln.split(",")[0].strip() for ln in out.stdout.splitlines() if ln.strip()]
+    try:
+        st = os.statvfs("/dev/shm")
+        facts["shm_bytes"] = st.f_frsize * st.f_blocks
+    except OSError:
+        facts["shm_bytes"] = None
+    facts["free_bytes"] = shutil.disk_usage(path).free
+    facts["data_writable"] = os.access(path / "data" if (path / "data").exists() else path, os.W_OK)
+    from rcea.data import benchmark_counts
+    facts["benchmarks"] = benchmark_counts()  # {name: records or the error}; json only, no `datasets`
+    return facts
+
+
+def evaluate(facts: dict, num_workers: int = MAX_WORKERS, min_disk_gb: int = 100,
+             volumes_ok: bool | None = None) -> list[Check]:
+    """Turn host facts into checks, each failing one with its fix. Pure, so it is unit-tested."""
+    checks = []
+    if facts["compose"] and facts["engine"]:
+        checks.append(Check("docker", "ok", "engine and compose plugin present"))
+    else:
+        missing = "compose plugin" if facts["engine"] else "Docker engine"
+        checks.append(Check("docker", "warn", f"no {missing}: 3b/7b tasks cannot run here",
+                            "install Docker Engine + docker-compose-plugin on a GPU host; "
+                            "here use the tiny scale (invoke demo)"))
+    gpus = facts["gpus"]
+    if not gpus:
+        checks.append(Check("gpu", "warn", "no NVIDIA GPU (nvidia-smi missing or failing)",
+                            "run 3b/7b on a host with NVIDIA driver >= 580 and the NVIDIA container "
+                            "toolkit; tiny runs on CPU"))
+    else:
+        major = min(int(v.split(".")[0]) for v in gpus)
+        for image, floor in DRIVER_FLOOR.items():
+            ok = major >= floor
+            checks.append(Check(f"driver ({image} image)", "ok" if ok else "fail",
+                                f"driver {min(gpus)} {'>=' if ok else '<'} {floor}",
+                                "" if ok else f"upgrade the NVIDIA driver to >= {floor} (CUDA "
+                                f"{'13' if floor == 580 else '12.8'}) or install cuda-compat"))
+        ok = len(gpus) >= num_workers
+        checks.append(Check("gpu count", "ok" if ok else "fail", f"{len(gpus)} GPU(s), {num_workers} workers",
+                            "" if ok else f"start fewer workers: invoke workers --num-workers {len(gpus)} "
+                            f"(or NUM_WORKERS={len(gpus)} in .env)"))
+    shm = facts["shm_bytes"]
+    ok = shm is not None and shm >= 1 << 30
+    checks.append(Check("/dev/shm", "ok" if ok else "fail", f"{(shm or 0) / 2**30:.1f} GiB",
+                        "" if ok else "mount a larger /dev/shm (>= 1 GiB); the services use ipc: host, "
+                        "so the host's /dev/shm is what NCCL, vLLM and DataLoader workers get"))
+    free = facts["free_bytes"] / 2**30
+    level = "ok" if free >= min_disk_gb else "warn" if free >= TINY_DISK_GB else "fail"
+    checks.append(Check("disk", level, f"{free:.0f} GiB free (3b/7b want {min_disk_gb}, tiny {TINY_DISK_GB})",
+                        "" if level == "ok" else "free space, or move Docker's data-root and the volumes "
+                        "to a larger disk"))
+    from rcea.data import BENCHMARK_COUNTS
+    bench = facts["benchmarks"]
+    bad = {n: bench.get(n, "missing") for n in BENCHMARK_COUNTS if bench.get(n) != BENCHMARK_COUNTS[n]}
+    checks.append(Check("benchmarks", "fail" if bad else "ok",
+                        "; ".join(f"{n}: {v}" for n, v in bad.items()) if bad else
+                        "mathdata/ loads: " + ", ".join(f"{n} {c}" for n, c in BENCHMARK_COUNTS.items()),
+                        "restore the shipped files: git checkout -- mathdata (hashes in mathdata/PROVENANCE.md)"
+                        if bad else ""))
+    if volumes_ok is None:
+        checks.append(Check("volumes", "ok" if facts["data_writable"] else "fail",
+                            "local data/ writable" + ("" if facts["engine"] else
+                                                      " (named volumes not checked: no Docker engine)"),
+                            "" if facts["data_writable"] else "chown -R $(id -u):$(id -g) data"))
+    else:
+        checks.append(Check("volumes", "ok" if volumes_ok else "fail",
+                            "named volumes rcea-data, hf-cache writable by UID:GID"
+                            + ("" if volumes_ok else " failed"),
+                            "" if volumes_ok else "rebuild with `invoke build` (images take UID/GID from "
+                            ".env) or: docker compose run --rm -u 0 aggregate chown -R $(id -u):$(id -g) "
+                            "/workspace/data /cache/hf"))
+    return checks
+
+
+VOLUME_PROBE = ["run", "--rm", "--no-deps", "aggregate", "python", "-c",
+                "import os,sys; sys.exit(0 if all(os.access(p, os.W_OK) for p in "
+                "('/workspace/data', '/cache/hf')) else 1)"]
+
+
+def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100) -> None:
+    """Print every check (with its fix); stop with exit 1 on a failure (with `strict`, also on a warning)."""
+    facts = gather_facts()
+    volumes_ok = _probe(["docker", "compose", *VOLUME_PROBE]) if facts["compose"] and facts["engine"] else None
+    checks = evaluate(facts, num_workers, min_disk_gb, volumes_ok)
+    for ch in checks:
+        print(f"[{ch.level.upper():4}] {ch.name}: {ch.detail}" + (f"\n       fix: {ch.fix}" if ch.fix else ""))
+    failed = [ch for ch in checks if ch.level == "fail" or (strict and ch.level == "warn")]
+    if failed:
+        raise Exit(f"doctor: {len(failed)} problem(s): {', '.join(ch.name for ch in failed)}", code=1)
+    print("doctor: ready for 3b/7b" if all(ch.level == "ok" for ch in checks)
+          else "doctor: fine for the tiny scale (3b/7b need the warnings fixed; see --strict)")

@@ -1,0 +1,125 @@
+"""The whole study as a list of stages, and the executor that runs them (`invoke study`, `invoke demo`).
+
+A study is a plain list of `Stage`s; each stage hands its work (a tuple of `Unit`s, each a sequence of
+argvs run in order) to an executor chosen by name (`EXECUTORS`, today only `local`: the commands run here,
+locally at the tiny scale or through `docker compose` at 3b/7b). Stages, in order:
+
+    prepare     tiny model / warm start (tiny) and the training pool
+    train       each method (tiny: two side by side on CPU; 3b/7b: one at a time on the training GPU);
+                each run enqueues all of its measurements as soon as it has finished
+    workers     the measurement jobs (tiny: one local worker; 3b/7b: Compose workers 0..N-1), then a
+                check that every job is done
+    judge       process validity of the verified successes (rules in the toy world, else the LLM judge)
+    modes       semantic modes: induce, assign, reconcile, freeze (rules in the toy world, else the codebook)
+    audit       the partition-audit sample (drawn once; annotate with `invoke audit --serve`)
+    aggregate   estimators, tables, figures, report
+    results     data/results/<scale> copied to results/<scale> on the host
+
+Every command skips what is already complete (manifests, the queue's job states, a drawn audit), so a
+rerun resumes where the last one stopped.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rcea.ops import commands as cmd
+from rcea.ops.shell import run_all, run_side_by_side
+
+TINY_TRAIN_JOBS = 2  # objectives trained side by side on CPU: each tiny run uses one CPU thread
+
+# Rough share of the tiny study's time per stage (measured on 2 cores: prepare ~110 s, each objective ~50 s
+# with two side by side, the workers ~110 s); the "left" estimate scales them by the pace so far.
+STAGE_WEIGHTS = {"prepare": 110.0, "train": 25.0, "workers": 110.0, "judge": 5.0, "modes": 5.0, "audit": 3.0,
+                 "aggregate": 25.0, "results": 1.0}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of work: its commands run one after another (a unit stops at the first failure)."""
+    name: str
+    commands: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Stage:
+    key: str                      # prepare, train, workers, judge, modes, audit, aggregate, results
+    title: str
+    units: tuple[Unit, ...]
+    parallel: int = 1             # units at a time
+    logged: bool = False          # each unit's output to its own log file (side-by-side runs)
+    weight: float = field(default=10.0, compare=False)
+
+    def commands(self) -> list[list[str]]:
+        return [list(a) for u in self.units for a in u.commands]
+
+
+def _unit(name: str, *argvs) -> Unit:
+    return Unit(name, tuple(tuple(a) for a in argvs))
+
+
+def _stage(key: str, title: str, units, **kw) -> Stage:
+    units = tuple(units)
+    weight = STAGE_WEIGHTS.get(key, 10.0) * (len(units) if key == "train" else 1)
+    return Stage(key, title, units, weight=weight, **kw)
+
+
+def study_stages(scale: str, methods, num_workers: int = cmd.MAX_WORKERS) -> list[Stage]:
+    """The stage list of one study. Pure: the same list is printed by `--dry` and run otherwise."""
+    tiny = scale == "tiny"
+    n = len(methods)
+    stages = [_stage("prepare", "prepare (tiny model, warm start, training pool)" if tiny else
+                     "prepare (training pool)", [_unit("prepare", cmd.role_command("rcea.prepare", ["--scale", scale],
+                                                                                    scale))])]
+    jobs = TINY_TRAIN_JOBS if tiny else 1
+    at_a_time = f", {jobs} at a time" if n > 1 else ""
+    stages.append(_stage(
+        "train", f"train {', '.join(methods)} ({n} objective{'s' * (n > 1)}{at_a_time}); each run then enqueues "
+                 "its measurements",
+        [_unit(m, cmd.train_command(m, scale), cmd.enqueue_command(scale, m)) for m in methods],
+        parallel=jobs, logged=tiny))
+    workers = "1 local worker" if tiny else f"{num_workers} GPU worker{'s' * (num_workers > 1)}"
+    stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers})", [_unit(
+        "workers", cmd.workers_command(scale, num_workers, detach=False), cmd.status_command(scale, check=True))]))
+    up = [] if tiny else [cmd.judge_server_up(scale)]
+    stages.append(_stage("judge", "judge (process validity of the verified successes)",
+                         [_unit("judge", *up, cmd.labels_command(scale, "validity"))]))
+    down = [] if tiny else [cmd.judge_server_stop(scale)]
+    stages.append(_stage("modes", "modes (semantic modes: induce, assign, reconcile, freeze)",
+                         [_unit("modes", cmd.labels_command(scale, "modes"), *down)]))
+    stages.append(_stage("audit", "audit sample (pairs for the partition audit; drawn once)",
+                         [_unit("audit", cmd.audit_command(scale, "sample", "--if-missing"))]))
+    stages.append(_stage("aggregate", "aggregate", [_unit("aggregate", cmd.aggregate_command(scale))]))
+    dest = f"{cmd.results_dir()}/{scale}" if tiny else f"results/{scale}"
+    stages.append(_stage("results", f"results -> {dest}/", [_unit("results", cmd.publish_command(scale))]))
+    return stages
+
+
+def run_local(c, stage: Stage, log_dir: Path) -> None:
+    """The default executor: the commands run here (locally, or `docker compose` for 3b/7b)."""
+    if stage.logged:
+        run_side_by_side(c, [u.commands for u in stage.units], log_dir, jobs=stage.parallel)
+    else:
+        run_all(c, stage.commands())
+
+
+EXECUTORS = {"local": run_local}
+
+
+def banner(i: int, stages: list[Stage], spent: float) -> str:
+    """`=== [i/n] title  (+elapsed, ~left)`: time left scales the remaining weights by the pace so far."""
+    done = sum(s.weight for s in stages[: i - 1])
+    left = f", ~{spent / done * sum(s.weight for s in stages[i - 1:]):.0f}s left" if done and spent > 1 else ""
+    return f"\n=== [{i}/{len(stages)}] {stages[i - 1].title}  (+{spent:.0f}s{left})"
+
+
+def run_study(c, stages: list[Stage], engine: str = "local", log_dir: Path | None = None) -> float:
+    """Run the stages in order through the named executor; returns the seconds it took."""
+    execute = EXECUTORS[cmd.choice("engine", engine, tuple(EXECUTORS))]
+    log_dir = log_dir or Path(cmd.data_root()) / "logs" / "study"
+    t0 = time.monotonic()
+    for i, stage in enumerate(stages, 1):
+        print(banner(i, stages, time.monotonic() - t0), flush=True)
+        execute(c, stage, log_dir)
+    return time.monotonic() - t0

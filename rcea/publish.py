@@ -1,0 +1,49 @@
+"""`python -m rcea.publish SRC DEST`: copy a study's results folder to where the user reads it.
+
+Used by `invoke study` as its last stage: data/results/<scale> -> results/<scale> (at 3b/7b inside the
+aggregate container, from the named data volume to the bind-mounted ./results of the host). The copy is
+built beside DEST and renamed into place, so DEST is either the previous copy or the complete new one.
+Standard library only.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+
+def publish(src: Path, dest: Path) -> int:
+    """Replace DEST by a copy of SRC; returns the number of files copied."""
+    if not (src / "report.md").is_file():
+        raise FileNotFoundError(f"{src} holds no report.md; run the aggregation first (invoke aggregate)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp, old = dest.with_name(dest.name + ".incoming"), dest.with_name(dest.name + ".previous")
+    for stale in (tmp, old):
+        if stale.exists():
+            shutil.rmtree(stale)
+    shutil.copytree(src, tmp)
+    if dest.exists():
+        dest.rename(old)
+    tmp.rename(dest)
+    if old.exists():
+        shutil.rmtree(old)
+    return sum(1 for p in dest.rglob("*") if p.is_file())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rcea.publish", description=__doc__.split("\n")[0])
+    ap.add_argument("src", type=Path)
+    ap.add_argument("dest", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        n = publish(args.src, args.dest)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"[results] {n} files: {args.src} -> {args.dest}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

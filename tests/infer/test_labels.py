@@ -1,0 +1,161 @@
+"""Labelling has one owner (infer.labels), no import cycle in infer/, and the worker / enqueue entry points."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rcea.config import load_config
+from rcea.paths import project_root
+
+from infer.labels import choose
+from infer.llm_io import load_samples, semantic_dir
+from infer.plan import plan_jobs
+from tests.infer.scripted_server import ScriptedServer, write_probe_fixture
+
+INFER = project_root() / "infer"
+
+
+def infer_imports() -> dict[str, set[str]]:
+    """{module: infer modules it imports anywhere (top level or inside functions)}, from the source."""
+    graph = {}
+    for path in INFER.rglob("*.py"):
+        rel = path.relative_to(project_root()).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        pkg = name if rel.name == "__init__" else name.rsplit(".", 1)[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package, `level - 1` packages up
+                    parts = pkg.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                found.add(base)
+                found |= {f"{base}.{a.name}" for a in node.names}
+        graph[name] = {m for m in found if m.startswith("infer") and m != name}
+    return {k: {m for m in v if m in graph} for k, v in graph.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle (as a path that returns to its start), found by depth-first search."""
+    found, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [n])
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_infer():
+    graph = infer_imports()
+    assert "infer.judge" in graph and "infer.llm" in graph["infer.judge"]  # the walker sees real imports
+    assert cycles(graph) == []
+    assert "infer.rules" not in graph["infer.judge"] and "infer.judge" not in graph["infer.rules"]
+    assert {"infer.judge", "infer.codebook", "infer.rules"} <= graph["infer.labels"]
+
+
+@pytest.mark.parametrize("module,absent", [
+    ("infer.judge", ("infer.rules", "infer.codebook", "infer.labels")),
+    ("infer.rules", ("infer.judge", "infer.codebook", "infer.labels")),
+    ("infer.codebook", ("infer.judge", "infer.rules", "infer.labels")),
+])
+def test_each_labelling_module_imports_alone_in_a_fresh_interpreter(module, absent):
+    code = (f"import sys, {module}; bad = {set(absent)!r} & set(sys.modules); "
+            "sys.exit(', '.join(sorted(bad)) if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=project_root(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr + r.stdout
+
+
+def test_the_labeller_is_chosen_by_configuration():
+    assert choose(load_config("tiny")) == "rules"          # the toy world: decidable by rule
+    assert choose(load_config("3b")) == "llm"
+    assert choose(load_config("tiny", overrides=["judge.labeller=llm"])) == "llm"
+    assert choose(load_config("3b", overrides=["judge.labeller=rules"])) == "rules"
+    assert choose(load_config("tiny"), "llm") == "llm"
+    with pytest.raises(ValueError, match="valid: auto, rules, llm"):
+        choose(load_config("tiny", overrides=["judge.labeller=oracle"]))
+
+
+def test_labels_all_runs_the_llm_judge_then_the_codebook(tmp_path):
+    data = tmp_path / "data"
+    write_probe_fixture(data)
+    env = {**os.environ, "RCEA_DATA": str(data)}
+    with ScriptedServer() as srv:
+        r = subprocess.run([sys.executable, "-m", "infer.labels", "all", "--scale", "tiny", "--labeller", "llm",
+                            "--base-url", srv.base_url, "--model", "scripted", "--no-progress"],
+                           cwd=project_root(), env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["validity"]["labeller"] == "llm" and out["validity"]["accepted"] == 40
+    assert out["validity"]["invalid"] == 2 and out["modes"]["labeller"] == "llm"
+    os.environ["RCEA_DATA"], old = str(data), os.environ.get("RCEA_DATA")
+    try:
+        s = load_samples("tiny")
+        table = pd.read_parquet(semantic_dir("tiny") / "codebook" / "assignments.parquet")
+    finally:
+        os.environ.pop("RCEA_DATA") if old is None else os.environ.__setitem__("RCEA_DATA", old)
+    assert out["modes"]["trajectories"] == len(table) == int(((s.reward == 1) & s.process_valid.fillna(False)).sum())
+    assert s["mode"].notna().sum() == out["modes"]["included"] > 0
+
+
+def _infer(args, data: Path, **env):
+    full = {k: v for k, v in os.environ.items() if k not in ("RCEA_SCALE", "WORKER_RANK")}
+    full.update(RCEA_DATA=str(data), **env)
+    return subprocess.run([sys.executable, "-m", "infer", *args], cwd=project_root(), env=full,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_worker_refuses_a_missing_queue_and_leaves_none_behind(tmp_path):
+    r = _infer(["worker", "--scale", "3b", "--until-empty"], tmp_path)
+    assert r.returncode == 2 and "no queue at" in r.stderr
+    assert "invoke infer" in r.stderr and "invoke study --scale 3b" in r.stderr
+    assert not list(tmp_path.rglob("queue.sqlite*"))
+
+
+def test_a_worker_takes_its_scale_from_the_environment_and_refuses_none(tmp_path):
+    r = _infer(["worker", "--until-empty"], tmp_path)
+    assert r.returncode == 2 and "needs a scale" in r.stderr and "$RCEA_SCALE is ''" in r.stderr
+    r = _infer(["worker", "--until-empty"], tmp_path, RCEA_SCALE="7b")  # the scale compose passes
+    assert r.returncode == 2 and "data/infer/7b" not in r.stderr and f"{tmp_path}/infer/7b/queue.sqlite" in r.stderr
+
+
+def test_enqueue_base_plans_the_untrained_policy_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    jobs = plan_jobs(load_config("3b"), "3b", "base", "all", [])  # no checkpoints needed
+    assert sorted(j["key"] for j in jobs) == ["greedy:base-0", "passk:base-0", "probe:base-0"]
+    r = _infer(["enqueue", "--scale", "3b", "--method", "base", "--what", "probe"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(tmp_path / "infer" / "3b" / "queue.sqlite") as con:
+        assert [k for (k,) in con.execute("SELECT key FROM jobs")] == ["probe:base-0"]
+    r = _infer(["status", "--scale", "3b", "--check"], tmp_path)
+    assert r.returncode == 3 and "not every job is done" in r.stderr  # pending: the study must not go on
+
+
+def test_enqueue_without_checkpoints_leaves_no_empty_queue(tmp_path):
+    r = _infer(["enqueue", "--scale", "3b", "--method", "grpo"], tmp_path)
+    assert r.returncode != 0 and "train first" in r.stderr
+    assert not list(tmp_path.rglob("queue.sqlite*"))
