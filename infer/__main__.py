@@ -64,6 +64,10 @@ def cmd_worker(args) -> int:
     args.scale = worker_scale(args)
     if args.scale is None:
         return 2
+    rank, num = os.environ.get("WORKER_RANK", ""), os.environ.get("NUM_WORKERS", "")
+    if rank.isdigit() and num.isdigit() and int(rank) >= int(num):  # started with the whole profile
+        print(f"worker {rank}: not needed (NUM_WORKERS={num}); exiting", flush=True)
+        return 0
     if not queue_path(args.scale).exists():  # checked before the queue is opened: no empty queue left behind
         print(f"error: no queue at {queue_path(args.scale)}: nothing was enqueued at scale {args.scale}. "
               f"Enqueue the measurements first: `invoke infer --scale {args.scale} --method M` for each trained "

@@ -33,9 +33,15 @@ def default_output(scale: str, method: str) -> Path:
     return data_dir() / "train" / scale / method
 
 
+def on_cpu(cfg: Config) -> bool:
+    """The tiny model trains on CPU whatever the scale's name; real models on the GPU."""
+    return cfg["model.name"] == "tiny"
+
+
 def check_host(cfg: Config) -> None:
-    """Real scales run in the train container on a GPU (vLLM colocated, bitsandbytes 8-bit AdamW)."""
-    if cfg.scale == "tiny":
+    """Real scales run in the train container on a GPU (vLLM colocated, bitsandbytes 8-bit AdamW); the tiny
+    model runs on CPU at any scale (the tiny scale, and the Compose rehearsal of the 3b recipe)."""
+    if on_cpu(cfg):
         return
     import torch
 
@@ -130,7 +136,7 @@ def grpo_config(cfg: Config, ckpt_dir: Path):
     from trl import GRPOConfig
 
     t = cfg.section("train")
-    gpu = cfg.scale != "tiny"
+    gpu = not on_cpu(cfg)
     s = cfg.objective()
     kwargs = dict(
         output_dir=str(ckpt_dir), per_device_train_batch_size=t["per_device_batch"],
@@ -208,7 +214,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
         log(f"[train] --resume: no complete checkpoint in {ckpt_dir}; starting from step 0")
     truncate_steps(steps_path, int(start.name.split("-")[-1]) if start else 0)
 
-    if cfg.scale == "tiny" and "OMP_NUM_THREADS" not in os.environ:
+    if on_cpu(cfg) and "OMP_NUM_THREADS" not in os.environ:
         import torch
 
         torch.set_num_threads(1)  # a 0.5M-parameter model: extra CPU threads only spin (10x slower when shared)

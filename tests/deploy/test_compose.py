@@ -82,17 +82,27 @@ def test_train_and_judge_get_one_gpu_each(services):
         assert len(req["device_ids"]) == 1
 
 
-def test_infer_workers_group_starts_all_eight_and_does_nothing_itself(services):
-    group = services["infer-workers"]
-    assert sorted(group["depends_on"]) == sorted(WORKERS)
-    assert not gpu_requests(group)
-    assert group["command"][:2] == ["python", "-c"]
+def test_workers_start_only_by_name_and_take_the_scale_from_the_caller(compose, services):
+    """No group service that starts all eight; no silent scale default (a worker refuses an empty one)."""
+    assert "infer-workers" not in services
+    assert not any(svc.get("depends_on") for svc in services.values())
+    assert "RCEA_SCALE:-3b" not in (ROOT / "compose.yaml").read_text()
+    for name in WORKERS:
+        assert services[name]["environment"]["RCEA_SCALE"] == "${RCEA_SCALE:-}"
+        assert "--scale" not in services[name]["command"]
+
+
+def test_overrides_reach_every_container_and_results_reach_the_host(services):
+    for name, svc in services.items():
+        if name != "judge":
+            assert svc["environment"]["RCEA_OVERRIDES"] == "${RCEA_OVERRIDES:-}", name
+    assert "${RCEA_RESULTS:-./results}:/workspace/results" in services["aggregate"]["volumes"]
 
 
 def test_bare_up_starts_nothing(services):
     """Every service sits in a profile, so `docker compose up` alone starts nothing heavy."""
     assert [n for n, s in services.items() if not s.get("profiles")] == []
-    for name in WORKERS + ["infer-workers"]:
+    for name in WORKERS:
         assert services[name]["profiles"] == ["infer"]
 
 
@@ -106,8 +116,6 @@ def test_gpu_services_share_memory_and_memlock(services):
 def test_shared_named_volumes_for_data_and_model_cache(compose, services):
     assert {"data", "hf-cache"} <= set(compose["volumes"])
     for name, svc in services.items():
-        if name == "infer-workers":
-            continue
         mounts = dict(v.rsplit(":", 1) for v in svc["volumes"])
         # Ray nodes span hosts: they mount the folder every host shares, not a host-local named volume.
         assert mounts.get(RAY_DATA if name.startswith("ray-") else "data") == "/workspace/data", name

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import tasks
+from rcea.ops import lockfiles
 
 ROOT = Path(tasks.__file__).resolve().parent
 LOCKS = ROOT / "lockfiles"
@@ -29,7 +30,7 @@ def text(name) -> str:
 
 
 def pins(name) -> dict[str, str]:
-    return tasks.read_pins(text(name))
+    return lockfiles.read_pins(text(name))
 
 
 def entries(lock_text) -> dict[str, list[str]]:
@@ -47,14 +48,14 @@ def entries(lock_text) -> dict[str, list[str]]:
     return out
 
 
-@pytest.mark.parametrize("name", sorted(tasks.LOCKS))
+@pytest.mark.parametrize("name", sorted(lockfiles.LOCKS))
 def test_every_pin_carries_a_sha256_hash(name):
     found = entries(text(name))
     assert len(found) >= 10
     assert [req for req, hashes in found.items() if not hashes] == []
 
 
-@pytest.mark.parametrize("name", sorted(tasks.LOCKS))
+@pytest.mark.parametrize("name", sorted(lockfiles.LOCKS))
 def test_direct_pins_of_the_in_file_are_locked(name):
     locked = pins(name)
     for line in (LOCKS / f"{name}.in").read_text().splitlines():
@@ -80,13 +81,13 @@ def test_cuda_majors_and_no_torch_in_aggregate():
     assert any(re.fullmatch(r"nvidia-.*-cu12", p) for p in pins("train")), "train: torch 2.8.0 is cu128"
     assert "nvidia-nccl-cu13" in pins("infer"), "infer: torch 2.11.0 is cu130"
     agg = pins("aggregate")
-    assert not [p for p in agg if tasks.GPU_ONLY.match(p) or p == "vllm"]
+    assert not [p for p in agg if lockfiles.GPU_ONLY.match(p) or p == "vllm"]
 
 
 @pytest.mark.parametrize("role", ["train", "infer"])
 def test_cpu_twin_agrees_with_the_image_lock_except_torch_and_cuda(role):
     gpu, cpu = pins(role), pins(f"{role}-cpu")
-    shared = sorted(set(gpu) & set(cpu) - {p for p in gpu if tasks.GPU_ONLY.match(p)})
+    shared = sorted(set(gpu) & set(cpu) - {p for p in gpu if lockfiles.GPU_ONLY.match(p)})
     assert len(shared) >= 40, f"only {len(shared)} packages in common: is {role}-cpu.txt a twin of {role}.txt?"
     differ = {p: (gpu[p], cpu[p]) for p in shared if gpu[p] != cpu[p]}
     assert differ == {}, f"{role}.txt vs {role}-cpu.txt (gpu, cpu): {differ}; run `invoke lock`"
@@ -95,18 +96,18 @@ def test_cpu_twin_agrees_with_the_image_lock_except_torch_and_cuda(role):
 
 
 def test_twin_check_catches_a_drifted_package():
-    gpu = tasks.read_pins("transformers==4.57.6 \\\n    --hash=sha256:x\ntorch==2.8.0 \\\n")
-    cpu = tasks.read_pins("transformers==4.57.5 \\\ntorch==2.13.0+cpu \\\n")
-    shared = set(gpu) & set(cpu) - {p for p in gpu if tasks.GPU_ONLY.match(p)}
+    gpu = lockfiles.read_pins("transformers==4.57.6 \\\n    --hash=sha256:x\ntorch==2.8.0 \\\n")
+    cpu = lockfiles.read_pins("transformers==4.57.5 \\\ntorch==2.13.0+cpu \\\n")
+    shared = set(gpu) & set(cpu) - {p for p in gpu if lockfiles.GPU_ONLY.match(p)}
     assert {p for p in shared if gpu[p] != cpu[p]} == {"transformers"}
 
 
 def test_constraints_drop_only_torch_triton_and_cuda_wheels():
-    lines = tasks.constraints_text(text("train")).splitlines()
+    lines = lockfiles.constraints_text(text("train")).splitlines()
     names = {ln.split("==")[0] for ln in lines}
     assert "vllm" in names and "transformers" in names and "accelerate" in names
     assert not [n for n in names if n in ("torch", "triton") or n.startswith(("nvidia-", "cuda-"))]
-    assert len(lines) == len(pins("train")) - len([p for p in pins("train") if tasks.GPU_ONLY.match(p)])
+    assert len(lines) == len(pins("train")) - len([p for p in pins("train") if lockfiles.GPU_ONLY.match(p)])
 
 
 def _pypi_reachable() -> bool:
@@ -127,14 +128,14 @@ def test_invoke_lock_commands_regenerate_the_committed_locks_byte_for_byte(tmp_p
     work.mkdir()
     for src in LOCKS.glob("*.in"):
         shutil.copy(src, work / src.name)
-    links = tasks.find_links()
-    for name in tasks.LOCKS:  # GPU locks come before their CPU twins
-        gpu = tasks.LOCKS[name][2]
+    links = lockfiles.find_links()
+    for name in lockfiles.LOCKS:  # GPU locks come before their CPU twins
+        gpu = lockfiles.LOCKS[name][2]
         if gpu:
-            tasks.constraints_path(gpu, str(tmp_path)).write_text(tasks.constraints_text((work / f"{gpu}.txt").read_text()))
-        cmd = tasks.lock_command(name, str(uv), links, directory=str(work), tmp=str(tmp_path))
+            lockfiles.constraints_path(gpu, str(tmp_path)).write_text(lockfiles.constraints_text((work / f"{gpu}.txt").read_text()))
+        cmd = lockfiles.lock_command(name, str(uv), links, directory=str(work), tmp=str(tmp_path))
         subprocess.run([*cmd, "-q"], check=True, timeout=300)
         got = (work / f"{name}.txt").read_text()
         if gpu:  # the annotation names the constraints file; `invoke lock` writes it to the temp dir
-            got = got.replace(str(tasks.constraints_path(gpu, str(tmp_path))), str(tasks.constraints_path(gpu)))
+            got = got.replace(str(lockfiles.constraints_path(gpu, str(tmp_path))), str(lockfiles.constraints_path(gpu)))
         assert got == text(name), f"lockfiles/{name}.txt is not what `invoke lock --name {name}` produces"

@@ -357,3 +357,15 @@ def test_tasks_py_stays_a_thin_layer():
     assert len((ROOT / "tasks.py").read_text().splitlines()) < 250
     for module in (ROOT / "rcea" / "ops").glob("*.py"):
         assert len(module.read_text().splitlines()) <= 400, module
+
+
+def test_the_literal_invoke_command_works_after_sourcing_scripts_activate():
+    """README set-up: `source scripts/activate`, then `invoke ...` as typed (no `scripts/run`)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV",)}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # no invoke anywhere before activation
+    script = ("command -v invoke >/dev/null && exit 9; source scripts/activate 2>/dev/null && "
+              "invoke --dry train --method kl_cov --scale 3b")
+    r = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert re.sub(r"\x1b\[[0-9;]*m", "", r.stdout).strip() == \
+        "docker compose run --rm train python -m train --method kl_cov --scale 3b"

@@ -14,20 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-METHODS = ("grpo", "kl_cov")
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    data = tmp_path_factory.mktemp("demo") / "data"
-    env = dict(os.environ, RCEA_DATA=str(data))
-    env.pop("RCEA_OVERRIDES", None)
-    cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS)]
-    first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
-    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
-    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
-    return data, first.stdout, second.stdout
+METHODS = ("grpo", "kl_cov")  # what the session fixture `demo` (conftest.py) trains
 
 
 def _table(data: Path, name: str) -> list[dict]:
@@ -47,12 +34,18 @@ def _table(data: Path, name: str) -> list[dict]:
 
 def test_every_stage_ran_and_the_report_says_where_it_is(demo):
     data, out, _ = demo
-    for stage in ("prepare", "train grpo, kl_cov (2 objectives, 2 at a time)", "workers", "judge", "aggregate"):
+    for stage in ("prepare", "train grpo, kl_cov (2 objectives, 2 at a time)", "workers", "judge", "modes",
+                  "audit sample", "aggregate", "results"):
         assert f"] {stage}" in out
     assert f"report: {data}/results/tiny/report.md" in out
     results = data / "results" / "tiny"
     assert (results / "report.md").read_text().strip()
     assert list((results / "figures").glob("*.png")) and list((results / "tables").glob("*.md"))
+    copied = data.parent / "results" / "tiny"  # the study's last stage: results/<scale>/ for the user
+    assert (copied / "report.md").read_text() == (results / "report.md").read_text()
+    assert sorted(p.name for p in (copied / "figures").glob("*.png")) == \
+        sorted(p.name for p in (results / "figures").glob("*.png"))
+    assert (data / "infer" / "tiny" / "semantic" / "audit" / "audit.sqlite").exists()  # the audit sample
 
 
 def test_checkpoints_tables_and_labels_hang_together(demo):

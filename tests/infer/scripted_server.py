@@ -241,6 +241,17 @@ def make_handler(script: Script):
         def log_message(self, *args):  # quiet
             pass
 
+        def do_GET(self):  # what a vLLM server answers to a health check and a model listing
+            if self.path not in ("/health", "/v1/models"):
+                self.send_error(404)
+                return
+            body = b"" if self.path == "/health" else json.dumps(
+                {"object": "list", "data": [{"id": "scripted", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def do_POST(self):
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
