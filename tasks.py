@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
-from pathlib import Path
 
 from invoke import task
 from invoke.exceptions import Exit
 
+from rcea.config import METHODS, SCALES
 from rcea.ops import doctor as doc
 from rcea.ops import lockfiles as lk
 from rcea.ops import study as st
-from rcea.ops.commands import (AUDIT_PORT, MAX_WORKERS, METHODS, ROLES, SCALES, WHATS,
+from rcea.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
                                aggregate_command, audit_command, audit_import_command, audit_serve_command,
                                build_command, check_overrides, check_workers, choice, codebook_commands,
                                data_root, enqueue_command, judge_commands, local_command,
                                parse_methods, results_dir, role_command, status_command, train_command,
                                workers_command)
-from rcea.ops.shell import ROOT, is_dry, require_compose, run_all
+from rcea.ops.shell import require_compose, run_all
 
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
 H_METHOD = f"RL objective: {', '.join(METHODS)}"
@@ -169,19 +168,7 @@ def build(c, role="all"):
 @task(help={"name": f"which lockfile: {', '.join(lk.LOCKS)} or all (default)"})
 def lock(c, name="all"):
     """Recompile lockfiles/*.txt from lockfiles/*.in with uv (needs PyPI; CPU twins after their GPU lock)."""
-    names = list(lk.LOCKS) if name == "all" else [choice("name", name, tuple(lk.LOCKS) + ("all",))]
-    uv_exe = Path(sys.executable).with_name("uv")
-    if not uv_exe.exists():
-        raise Exit("uv is missing from the tools environment; run scripts/bootstrap tools (lockfiles/tools.txt)")
-    uv = os.path.relpath(uv_exe, ROOT)
-    for n in names:
-        constrained_by = lk.LOCKS[n][2]
-        if constrained_by:  # the GPU lock minus torch/triton/CUDA wheels constrains its CPU twin
-            dest = lk.constraints_path(constrained_by)
-            print(f"# constraints: {dest} <- lockfiles/{constrained_by}.txt minus torch, triton, nvidia-*, cuda-*")
-            if not is_dry(c):
-                dest.write_text(lk.constraints_text((ROOT / "lockfiles" / f"{constrained_by}.txt").read_text()))
-        run_all(c, [lk.lock_command(n, uv, lk.find_links() if lk.LOCKS[n][3] else ())], hide="out")
+    lk.compile_locks(c, list(lk.LOCKS) if name == "all" else [choice("name", name, tuple(lk.LOCKS) + ("all",))])
 
 
 @task(help={"role": "environment to (re)build: tools, train, infer, aggregate (default: all)"})
@@ -196,13 +183,6 @@ def bootstrap(c, role=""):
 def test(c, args=""):
     """Run the project's test suite (scripts/test)."""
     run_all(c, [["scripts/test", *shlex.split(args)]], pty=False)
-
-
-# The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
-QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
-                   "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=4",
-                   "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
-                   "aggregate.bootstrap_resamples=200")
 
 
 @task(help={"method": H_METHOD, "seeds": "comma-separated training seeds (at least two)",
@@ -226,7 +206,7 @@ def demo(c, quick=False, methods=",".join(METHODS)):
     """
     stages = st.study_stages("tiny", parse_methods(methods))
     if quick:
-        _share_overrides(QUICK_OVERRIDES)
+        _share_overrides(st.QUICK_OVERRIDES)
     _run(c, "demo", "tiny", stages)
 
 

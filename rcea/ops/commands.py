@@ -12,12 +12,11 @@ import re
 
 from invoke.exceptions import Exit
 
-from rcea.config import METHODS, SCALES  # one spelling of each name; rcea.config needs only the stdlib
+from rcea.config import METHODS  # one spelling of each name; rcea.config needs only the stdlib
 
 WHATS = ("greedy", "passk", "probe", "covariance", "all")
 ROLES = ("train", "infer", "aggregate")
 MAX_WORKERS = 8
-LABEL_STEPS = ("validity", "modes", "all")
 # Which environment (and container) runs each entry module.
 ENV_OF = {"rcea.prepare": "train", "train": "train", "train.seeds": "train", "infer": "infer",
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "aggregate": "aggregate",
@@ -188,5 +187,3 @@ def publish_command(scale: str) -> list[str]:
 def build_command(roles) -> list[str]:
     return compose("build", *[BUILD_SERVICES[r] for r in roles])
 
-
-__all__ = [n for n in dir() if not n.startswith("_")] + ["METHODS", "SCALES"]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from rcea.ops.shell import ROOT, is_dry, run_all
+
 LOCK_COMMON = ("--python-version", "3.11", "--only-binary", ":all:", "--generate-hashes", "--no-header")
 LOCKS = {  # name: (platform, exclude-newer, constrained by this GPU lock, needs find-links)
     "train": ("x86_64-manylinux_2_35", "2026-02-28", None, False),
@@ -62,3 +64,19 @@ def find_links() -> list[str]:
                              capture_output=True, text=True)
         raw = out.stdout if out.returncode == 0 else ""
     return raw.split()
+
+
+def compile_locks(c, names: list[str]) -> None:
+    """`invoke lock`: recompile each lockfile (a CPU twin after writing its GPU lock's constraints)."""
+    uv_exe = Path(sys.executable).with_name("uv")
+    if not uv_exe.exists():
+        raise Exit("uv is missing from the tools environment; run scripts/bootstrap tools (lockfiles/tools.txt)")
+    uv = os.path.relpath(uv_exe, ROOT)
+    for n in names:
+        constrained_by = LOCKS[n][2]
+        if constrained_by:  # the GPU lock minus torch/triton/CUDA wheels constrains its CPU twin
+            dest = constraints_path(constrained_by)
+            print(f"# constraints: {dest} <- lockfiles/{constrained_by}.txt minus torch, triton, nvidia-*, cuda-*")
+            if not is_dry(c):
+                dest.write_text(constraints_text((ROOT / "lockfiles" / f"{constrained_by}.txt").read_text()))
+        run_all(c, [lock_command(n, uv, find_links() if LOCKS[n][3] else ())], hide="out")  # uv echoes the lock

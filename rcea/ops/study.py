@@ -25,8 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rcea.ops import commands as cmd
-from rcea.ops.shell import run_all, run_side_by_side
+from rcea.ops.shell import ROOT, is_dry, run_all, run_side_by_side
 
+# The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
+QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
+                   "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=4",
+                   "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
+                   "aggregate.bootstrap_resamples=200")
 TINY_TRAIN_JOBS = 2  # objectives trained side by side on CPU: each tiny run uses one CPU thread
 
 # Rough share of the tiny study's time per stage (measured on 2 cores: prepare ~110 s, each objective ~50 s
@@ -118,6 +123,8 @@ def run_study(c, stages: list[Stage], engine: str = "local", log_dir: Path | Non
     """Run the stages in order through the named executor; returns the seconds it took."""
     execute = EXECUTORS[cmd.choice("engine", engine, tuple(EXECUTORS))]
     log_dir = log_dir or Path(cmd.data_root()) / "logs" / "study"
+    if not is_dry(c):  # made here, as this user: Docker would create a missing bind-mount source as root
+        (ROOT / cmd.results_dir()).mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     for i, stage in enumerate(stages, 1):
         print(banner(i, stages, time.monotonic() - t0), flush=True)

@@ -115,7 +115,3 @@ def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(demo, tmp_pat
     assert [s["devices"] for s in starts if s["service"] == "train"] == ["0", "0"]  # prepare, then training
     assert (state / "pids").exists() and not list((state / "pids").glob("*.pid"))  # the judge server stopped
 
-    # a rerun resumes: every stage finds its work complete
-    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-2000:]
-    assert "is complete" in again.stdout + again.stderr and '"kept"' in again.stdout
