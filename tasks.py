@@ -142,15 +142,15 @@ def aggregate(c, scale="tiny", skip_bad_parts=False):
 def study(c, scale="tiny", methods=",".join(METHODS), num_workers=0, engine="local", override=None):
     """The whole study at one scale, stage by stage, resumable: prepare, train (each run enqueues its
     measurements), workers, judge, modes, audit sample, aggregate, results/<scale>/ on the host."""
-    choice("engine", engine, tuple(st.EXECUTORS))
     stages = st.study_stages(choice("scale", scale, SCALES), parse_methods(methods), check_workers(num_workers))
+    execute = st.executor(engine, scale, parse_methods(methods))
     _share_overrides(check_overrides(override))
     _at(c, scale, "the study", "invoke study --scale tiny")
-    _run(c, "study", scale, stages, engine)
+    _run(c, "study", scale, stages, execute)
 
 
-def _run(c, name: str, scale: str, stages, engine: str = "local") -> None:
-    took = st.run_study(c, stages, engine)
+def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
+    took = st.run_study(c, stages, execute)
     print(f"\n=== {name} done in {took:.0f}s")
     if scale == "tiny":
         print(f"=== report: {data_root()}/results/tiny/report.md (tables/ and figures/ beside it)")

@@ -112,6 +112,12 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
 EXECUTORS = {"local": run_local}
 
 
+def executor(engine: str, scale: str, methods):
+    """The executor function `f(c, stage, log_dir)` of an engine name (`local`: every stage runs here).
+    An engine that runs some stages elsewhere takes `scale` and `methods` and falls back on `run_local`."""
+    return EXECUTORS[cmd.choice("engine", engine, tuple(EXECUTORS))]
+
+
 def banner(i: int, stages: list[Stage], spent: float) -> str:
     """`=== [i/n] title  (+elapsed, ~left)`: time left scales the remaining weights by the pace so far."""
     done = sum(s.weight for s in stages[: i - 1])
@@ -119,9 +125,8 @@ def banner(i: int, stages: list[Stage], spent: float) -> str:
     return f"\n=== [{i}/{len(stages)}] {stages[i - 1].title}  (+{spent:.0f}s{left})"
 
 
-def run_study(c, stages: list[Stage], engine: str = "local", log_dir: Path | None = None) -> float:
-    """Run the stages in order through the named executor; returns the seconds it took."""
-    execute = EXECUTORS[cmd.choice("engine", engine, tuple(EXECUTORS))]
+def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = None) -> float:
+    """Run the stages in order, each through `execute(c, stage, log_dir)`; returns the seconds it took."""
     log_dir = log_dir or Path(cmd.data_root()) / "logs" / "study"
     if not is_dry(c):  # made here, as this user: Docker would create a missing bind-mount source as root
         (ROOT / cmd.results_dir()).mkdir(parents=True, exist_ok=True)
