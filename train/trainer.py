@@ -23,9 +23,7 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import use_adapter
 
-from train.objectives import get
-from train.objectives.common import aggregate
-from train.objectives.gtpo import mean_completion_entropy
+from train.objectives import Normalisers, get, objective_loss, token_batch
 
 # sha256 of inspect.getsource of the TRL 0.29.0 methods this subclass overrides or relies on.
 TRL_VERSION = "0.29.0"
@@ -73,7 +71,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         self.objective = get(objective)
         self.settings = dict(objective_settings)
         self.refill_seed = refill_seed
-        self.initial_entropy: float | None = None  # GTPO H_ini, frozen after the first rollout
+        self.initial_entropy: float | None = None  # the objective's first-rollout statistic (GTPO H_ini)
         self._rollouts = 0
         self._last_rewards: torch.Tensor | None = None
         self._capture_entropy = False  # set while TRL computes rollout-time (old) log-probs
@@ -97,8 +95,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         return logps, (ent if compute_entropy else None)
 
     def _scored_rollout(self, inputs) -> dict:
-        first_gtpo = self.objective.name == "gtpo" and self.initial_entropy is None
-        self._capture_entropy, self._captured = self.objective.needs_rollout_entropy or first_gtpo, None
+        self._capture_entropy, self._captured = self._needs_rollout_entropy(), None
         try:
             out = super()._generate_and_score_completions(inputs)
         finally:
@@ -107,6 +104,11 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
             out["rcea_old_entropy"] = self._captured[1]
         out["rcea_rewards"] = self._last_rewards
         return out
+
+    def _needs_rollout_entropy(self) -> bool:
+        """Rollout entropies: every rollout for EP-GRPO, the first one for an objective freezing H_ini."""
+        first = self.objective.needs_initial_entropy and self.initial_entropy is None
+        return self.objective.needs_rollout_entropy or first
 
     def _generate_and_score_completions(self, inputs):
         out = self._scored_rollout(inputs)
@@ -179,13 +181,13 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         mask = out["completion_mask"].float()
         if "tool_mask" in out:
             mask = mask * out["tool_mask"]
-        first_gtpo = self.objective.name == "gtpo" and self.initial_entropy is None
-        need_entropy = (self.objective.needs_rollout_entropy or first_gtpo) and "rcea_old_entropy" not in out
+        need_entropy = self._needs_rollout_entropy() and "rcea_old_entropy" not in out
+        freeze = self.objective.needs_initial_entropy and self.initial_entropy is None and self.model.training
         extra = self._rollout_forward(out, self.objective.needs_ref, need_entropy)
         if "rcea_old_entropy" in out:  # captured from TRL's own old-log-prob pass
             extra["old_entropy"] = out.pop("rcea_old_entropy")
-        if first_gtpo and self.model.training:
-            self.initial_entropy = mean_completion_entropy(extra["old_entropy"], mask)
+        if freeze:
+            self.initial_entropy = self.objective.initial_entropy(extra["old_entropy"], mask)
         old = out.get("old_per_token_logps", extra.get("old_logp"))
         rollout = {
             "rewards": out["rcea_rewards"], "group_ids": self._group_ids(mask.size(0)), "mask": mask,
@@ -221,6 +223,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
     # ---- loss side (per micro-batch) --------------------------------------------------------------
 
     def _compute_loss(self, model, inputs):
+        """The micro-batch loss: TRL's current-policy pass, then `objective_loss` (the one loss function)."""
         prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
@@ -231,18 +234,14 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
             model, input_ids, attention_mask, logits_to_keep, compute_entropy=True)  # (B, T), (B, T) nats
         old = inputs.get("old_per_token_logps")
         mask = mask.float() * inputs["rcea_keep"].float().unsqueeze(1)
-        tb = {k[5:]: v for k, v in inputs.items() if k.startswith("rcea_")}
-        tb.update(logp=logps, old_logp=logps.detach() if old is None else old, entropy=entropies, mask=mask,
-                  completion_ids=completion_ids, advantages=inputs["advantages"],
-                  initial_entropy=self.initial_entropy)
-        per_token, extra, metrics = self.objective.token_loss(tb, self.settings)
+        rcea = {k[5:]: v for k, v in inputs.items() if k.startswith("rcea_")}
+        tb = token_batch({**rcea, "logp": logps, "old_logp": logps.detach() if old is None else old,
+                          "entropy": entropies, "mask": mask, "completion_ids": completion_ids,
+                          "advantages": inputs["advantages"]}, self.initial_entropy)
         mode = "train" if self.model.training else "eval"
-        ga = self.current_gradient_accumulation_steps if mode == "train" else 1
-        if self.settings["loss_type"] == "dapo":
-            loss = aggregate(per_token, mask, "dapo", tok_norm=inputs["num_items_in_batch"].clamp(min=1.0))
-        else:  # "grpo" and GTPO's "gtpo_code" (scaled inside token_loss)
-            loss = aggregate(per_token, mask, "grpo") / ga
-        loss = loss + extra / ga
+        norm = Normalisers(tok=inputs["num_items_in_batch"],
+                           ga=self.current_gradient_accumulation_steps if mode == "train" else 1)
+        loss, metrics = objective_loss(self.objective, tb, self.settings, norm)
         m = self._metrics[mode]
         n = mask.sum().clamp(min=1.0)
         m["entropy"].append(float((entropies * mask).sum() / n))

@@ -1,57 +1,33 @@
-"""Seven RLVR objectives as pure tensor functions, registered by name.
+"""Seven RLVR objectives as pure tensor functions, in an explicit registry (registry.py).
 
 Each objective module defines
   prepare(rollout, s) -> dict   group-level work once per rollout (advantages, row `keep`, extras), and
-  token_loss(tb, s) -> (per_token (B, T), extra scalar, metrics)   per micro-batch,
-with `s` its settings from configs/objectives.toml (one default each). `aggregate` (common.py) reduces
-the per-token loss by the objective's `loss_type`. `batch_loss` runs both on one micro-batch that holds
-whole groups; the TRL subclass (train/trainer.py) runs them at the two TRL hooks.
+  token_loss(tb: TokenBatch, s) -> (per_token (B, T), extra scalar, metrics)   per micro-batch,
+with `s` its settings from configs/objectives.toml (one default each). `objective_loss` (loss.py) is the one
+loss function: `batch_loss` runs prepare + objective_loss on one micro-batch that holds whole groups; the
+TRL subclass (train/trainer.py) runs them at the two TRL hooks.
 """
 
 from __future__ import annotations
 
-import importlib
 import tomllib
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
+from rcea.config import METHODS
 from rcea.paths import configs_dir
-from train.objectives.common import aggregate
+# Registered in this order (the order error messages list them): the order of rcea.config.METHODS.
+from train.objectives import grpo, dapo, clip_cov, kl_cov, ep_grpo, gtpo, archer  # noqa: F401, I001
+from train.objectives.loss import Normalisers, TokenBatch, objective_loss
+from train.objectives.registry import REGISTRY, Objective, get
 
-NAMES = ("grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer")
-REGISTRY: dict[str, "Objective"] = {}
+if tuple(REGISTRY) != METHODS:  # the method list lives in rcea.config; every method has one objective
+    raise ImportError(f"train.objectives registers {tuple(REGISTRY)} but rcea.config.METHODS is {METHODS}")
+NAMES = METHODS
 
-
-@dataclass(frozen=True)
-class Objective:
-    name: str
-    prepare: Callable[[dict, dict], dict]
-    token_loss: Callable[[dict, dict], tuple]
-    needs_ref: bool = False  # reference (adapter-disabled) log-probs at rollout time
-    needs_rollout_entropy: bool = False  # rollout-policy entropies at rollout time
-    filters_groups: bool = False  # may drop zero-variance groups (trainer refills)
-
-
-def register(name: str, **flags) -> Callable:
-    """Decorator on a module's `token_loss`; `prepare` is looked up in the same module."""
-
-    def wrap(token_loss: Callable) -> Callable:
-        module = importlib.import_module(token_loss.__module__)
-        REGISTRY[name] = Objective(name, module.prepare, token_loss, **flags)
-        return token_loss
-
-    return wrap
-
-
-def get(name: str) -> Objective:
-    if len(REGISTRY) < len(NAMES):
-        for n in NAMES:
-            importlib.import_module(f"train.objectives.{n}")
-    if name not in REGISTRY:
-        raise KeyError(f"unknown objective {name!r}; valid: {', '.join(NAMES)}")
-    return REGISTRY[name]
+__all__ = ["NAMES", "REGISTRY", "Normalisers", "Objective", "TokenBatch", "batch_loss", "default_settings", "get",
+           "objective_loss", "resolve_settings", "token_batch"]
 
 
 def default_settings(name: str) -> dict[str, Any]:
@@ -72,13 +48,22 @@ def resolve_settings(name: str, overrides: dict[str, Any] | None = None) -> dict
 
 
 ROLLOUT_KEYS = ("rewards", "group_ids", "mask", "completion_ids", "old_logp", "ref_logp", "old_entropy")
+TOKEN_KEYS = ("logp", "old_logp", "entropy", "mask", "completion_ids", "advantages", "ref_logp")
+
+
+def token_batch(values: dict[str, Any], initial_entropy: float | None = None) -> TokenBatch:
+    """A TokenBatch from a dict of tensors: the named fields, every other (B, ...) tensor into `extras`."""
+    known = {k: values.get(k) for k in TOKEN_KEYS}
+    extras = {k: v for k, v in values.items() if k not in TOKEN_KEYS and isinstance(v, torch.Tensor)}
+    return TokenBatch(**known, initial_entropy=initial_entropy, extras=extras)
 
 
 def batch_loss(name: str, batch: dict[str, torch.Tensor], **settings) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss the trainer would minimise on one micro-batch of whole groups (one process, no GA).
 
     batch: logp, old_logp, ref_logp, entropy, old_entropy, mask (all (B, T)), completion_ids (B, T),
-    rewards (B,) 0/1 verifier outcome, group_ids (B,); optional initial_entropy (GTPO, scalar).
+    rewards (B,) 0/1 verifier outcome, group_ids (B,); optional initial_entropy (the objective's frozen
+    first-rollout statistic; default: computed from this batch's entropies, as on a first rollout).
     """
     obj, s = get(name), resolve_settings(name, settings)
     mask = batch["mask"].to(batch["logp"].dtype)
@@ -86,13 +71,14 @@ def batch_loss(name: str, batch: dict[str, torch.Tensor], **settings) -> tuple[t
     rollout["mask"] = mask
     prep = obj.prepare(rollout, s)
     metrics = dict(prep.pop("metrics", {}))
-    eff_mask = mask * prep["keep"].float().unsqueeze(1)
-    tb = {**batch, **prep, "mask": eff_mask}
-    if name == "gtpo" and tb.get("initial_entropy") is None:
-        from train.objectives.gtpo import mean_completion_entropy
-
-        tb["initial_entropy"] = mean_completion_entropy(batch["entropy"], mask)
-    per_token, extra, m = obj.token_loss(tb, s)
+    keep = prep.pop("keep")
+    h_ini = batch.get("initial_entropy")
+    if h_ini is None and obj.needs_initial_entropy:
+        h_ini = obj.initial_entropy(batch["entropy"], mask)
+    fields = {k: v for k, v in batch.items() if k not in ROLLOUT_KEYS or k in TOKEN_KEYS}
+    fields.pop("initial_entropy", None)
+    tb = token_batch({**fields, **prep, "mask": mask * keep.to(mask.dtype).unsqueeze(1)},
+                     None if h_ini is None else float(h_ini))
+    loss, m = objective_loss(obj, tb, s)
     metrics.update(m)
-    loss = aggregate(per_token, eff_mask, s["loss_type"] if s["loss_type"] != "gtpo_code" else "grpo") + extra
     return loss, metrics

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from train.objectives import register
+from train.objectives.loss import TokenBatch
+from train.objectives.registry import register
 from train.objectives.common import mixed_groups, ppo_clip_loss
 from train.objectives.grpo import standard_prepare
 
@@ -36,18 +37,18 @@ def low_var_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.exp(x) - x - 1, -10, 10)
 
 
-@register("archer", needs_ref=True)
-def token_loss(tb: dict, s: dict):
-    mask, adv = tb["mask"], tb["advantages"]
+@register("archer", prepare, needs_ref=True)
+def token_loss(tb: TokenBatch, s: dict):
+    mask, adv = tb.mask, tb.advantages
     adv_bt = adv.unsqueeze(1) if adv.dim() == 1 else adv
     valid = mask > 0
-    high, _ = high_entropy_tokens(tb["entropy"].detach(), mask, s["entropy_quantile"])
-    f = dict(dtype=tb["logp"].dtype, device=high.device)
+    high, _ = high_entropy_tokens(tb.entropy.detach(), mask, s["entropy_quantile"])
+    f = dict(dtype=tb.logp.dtype, device=high.device)
     eps = torch.where(high, torch.tensor(s["epsilon_high_entropy"], **f), torch.tensor(s["epsilon"], **f))
-    log_ratio = torch.clamp(tb["logp"] - tb["old_logp"], -20, 20)
+    log_ratio = torch.clamp(tb.logp - tb.old_logp, -20, 20)
     per_token, _, _ = ppo_clip_loss(log_ratio, adv_bt, eps, eps)
     per_token = torch.where(adv_bt < 0, torch.minimum(per_token, -s["clip_ratio_c"] * adv_bt), per_token)
-    kl = low_var_kl(tb["logp"], tb["ref_logp"])  # (B, T)
+    kl = low_var_kl(tb.logp, tb.ref_logp)  # (B, T)
     low = valid & ~high
     extra = per_token.new_zeros(())
     for coef, subset in ((s["kl_loss_coef"], low), (s["high_entropy_kl_loss_scale_coef"], high)):

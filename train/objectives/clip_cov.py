@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from train.objectives import register
+from train.objectives.loss import TokenBatch
+from train.objectives.registry import register
 from train.objectives.common import clip_fractions, ppo_clip_loss
 from train.objectives.grpo import standard_prepare
 
@@ -29,13 +30,13 @@ def centred_cov(adv: torch.Tensor, logp: torch.Tensor, valid: torch.Tensor) -> t
     return (adv_bt - a_bar) * (lp - l_bar) * valid
 
 
-@register("clip_cov")
-def token_loss(tb: dict, s: dict):
-    mask, adv = tb["mask"], tb["advantages"]
-    log_ratio = tb["logp"] - tb["old_logp"]  # (B, T)
+@register("clip_cov", prepare)
+def token_loss(tb: TokenBatch, s: dict):
+    mask, adv = tb.mask, tb.advantages
+    log_ratio = tb.logp - tb.old_logp  # (B, T)
     per_token, unclipped, clipped = ppo_clip_loss(log_ratio, adv, s["epsilon"], s["epsilon_high"])
     valid = mask > 0
-    cov = centred_cov(adv, tb["logp"], valid.float())
+    cov = centred_cov(adv, tb.logp, valid.float())
     cand = valid & ~(clipped.detach() > unclipped.detach()) & (cov > s["clip_cov_lb"]) & (cov < s["clip_cov_ub"])
     n_valid = int(valid.sum())
     n_pick = max(int(s["clip_cov_ratio"] * n_valid), 1)

@@ -7,7 +7,8 @@ fresh prompts, batch_loss simply drops them). No KL.
 
 from __future__ import annotations
 
-from train.objectives import register
+from train.objectives.loss import TokenBatch
+from train.objectives.registry import register
 from train.objectives.common import completion_lengths, mixed_groups, overlong_penalty
 from train.objectives.grpo import standard_prepare, token_loss as grpo_token_loss
 
@@ -25,6 +26,6 @@ def prepare(rollout: dict, s: dict) -> dict:
     return out
 
 
-@register("dapo", filters_groups=True)
-def token_loss(tb: dict, s: dict):
+@register("dapo", prepare, filters_groups=True)
+def token_loss(tb: TokenBatch, s: dict):
     return grpo_token_loss(tb, s)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from train.objectives import register
+from train.objectives.loss import TokenBatch
+from train.objectives.registry import register
 from train.objectives.common import group_index
 from train.objectives.grpo import standard_prepare, token_loss as grpo_token_loss
 
@@ -69,6 +70,6 @@ def prepare(rollout: dict, s: dict) -> dict:
     return out
 
 
-@register("ep_grpo", needs_ref=True, needs_rollout_entropy=True)
-def token_loss(tb: dict, s: dict):
+@register("ep_grpo", prepare, needs_ref=True, needs_rollout_entropy=True)
+def token_loss(tb: TokenBatch, s: dict):
     return grpo_token_loss(tb, s)

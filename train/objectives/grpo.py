@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from train.objectives import register
+from train.objectives.loss import TokenBatch
+from train.objectives.registry import register
 from train.objectives.common import clip_fractions, group_advantages, mixed_groups, ppo_clip_loss
 
 
@@ -28,9 +29,9 @@ def prepare(rollout: dict, s: dict) -> dict:
     return standard_prepare(rollout, s)
 
 
-@register("grpo")
-def token_loss(tb: dict, s: dict):
-    log_ratio = tb["logp"] - tb["old_logp"]  # (B, T)
-    per_token, _, _ = ppo_clip_loss(log_ratio, tb["advantages"], s["epsilon"], s["epsilon_high"])
-    metrics = clip_fractions(log_ratio, tb["advantages"], s["epsilon"], s["epsilon_high"], tb["mask"])
+@register("grpo", prepare)
+def token_loss(tb: TokenBatch, s: dict):
+    log_ratio = tb.logp - tb.old_logp  # (B, T)
+    per_token, _, _ = ppo_clip_loss(log_ratio, tb.advantages, s["epsilon"], s["epsilon_high"])
+    metrics = clip_fractions(log_ratio, tb.advantages, s["epsilon"], s["epsilon_high"], tb.mask)
     return per_token, per_token.new_zeros(()), metrics

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from train.objectives import register
+from train.objectives.loss import TokenBatch
+from train.objectives.registry import register
 from train.objectives.common import clip_fractions, ppo_clip_loss
 from train.objectives.grpo import standard_prepare
 
@@ -71,26 +72,26 @@ def prepare(rollout: dict, s: dict) -> dict:
     return out
 
 
-@register("gtpo")
-def token_loss(tb: dict, s: dict):
-    mask = tb["mask"]
-    ent = tb["entropy"].detach()
+@register("gtpo", prepare, initial_entropy=mean_completion_entropy)
+def token_loss(tb: TokenBatch, s: dict):
+    mask = tb.mask
+    ent = tb.entropy.detach()
     h_row = (ent * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # <H>_i (B,)
     thr = s["ent_threshold"]
-    h_ini = float(tb["initial_entropy"])
+    h_ini = float(tb.initial_entropy)
     if s["initial_entropy_rule"] and h_ini > thr:
         delta = torch.ones_like(h_row)
     else:
         delta = (h_row <= thr).float()
-    a_hat = delta * (tb["advantages"] - s["ent_scale"] * h_row)  # (B,)
-    adv_bt = a_hat.unsqueeze(1) * tb["gtpo_lambda"]  # (B, T)
-    log_ratio = tb["logp"] - tb["old_logp"]
+    a_hat = delta * (tb.advantages - s["ent_scale"] * h_row)  # (B,)
+    adv_bt = a_hat.unsqueeze(1) * tb.extras["gtpo_lambda"]  # (B, T)
+    log_ratio = tb.logp - tb.old_logp
     if s["clip_ratio"]:
         per_token, _, _ = ppo_clip_loss(log_ratio, adv_bt, s["epsilon"], s["epsilon_high"])
     else:
         per_token = -torch.exp(log_ratio) * adv_bt
     if s["loss_type"] == "gtpo_code":  # SEQ mean over B -> sum over completions of loss_i / max(1, n_conf)
-        per_token = per_token * (per_token.size(0) / tb["gtpo_n_conf"].clamp(min=1)).unsqueeze(1)
+        per_token = per_token * (per_token.size(0) / tb.extras["gtpo_n_conf"].clamp(min=1)).unsqueeze(1)
     metrics = clip_fractions(log_ratio, adv_bt, s["epsilon"], s["epsilon_high"], mask)
     metrics["gtpo/delta_mean"] = float(delta.mean())
     metrics["gtpo/initial_entropy"] = h_ini

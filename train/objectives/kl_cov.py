@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from train.objectives import register
+from train.objectives.loss import TokenBatch
+from train.objectives.registry import register
 from train.objectives.clip_cov import centred_cov
 from train.objectives.grpo import standard_prepare
 
@@ -19,18 +20,18 @@ def prepare(rollout: dict, s: dict) -> dict:
     return standard_prepare(rollout, s)
 
 
-@register("kl_cov")
-def token_loss(tb: dict, s: dict):
-    mask, adv = tb["mask"], tb["advantages"]
+@register("kl_cov", prepare)
+def token_loss(tb: TokenBatch, s: dict):
+    mask, adv = tb.mask, tb.advantages
     adv_bt = adv.unsqueeze(1) if adv.dim() == 1 else adv
-    log_ratio = tb["logp"] - tb["old_logp"]  # (B, T)
+    log_ratio = tb.logp - tb.old_logp  # (B, T)
     per_token = -torch.exp(log_ratio) * adv_bt
     valid = mask > 0
     n_valid = int(valid.sum())
     selected = torch.zeros_like(valid)
     if n_valid > 0:
         k = min(max(int(s["kl_cov_ratio"] * n_valid), 1), n_valid)
-        cov = centred_cov(adv, tb["logp"], valid.float()).masked_fill(~valid, float("-inf"))
+        cov = centred_cov(adv, tb.logp, valid.float()).masked_fill(~valid, float("-inf"))
         top = torch.topk(cov.flatten(), k).indices
         selected.view(-1)[top] = True
     per_token = per_token + s["ppo_kl_coef"] * log_ratio.abs() * selected

@@ -1,0 +1,52 @@
+"""The objective registry: one explicit dict, filled by the `register` decorator of each objective module.
+
+An `Objective` bundles the two pure functions of a method with what the trainer must compute for it:
+  prepare(rollout: dict, s) -> dict    once per rollout: advantages, row `keep`, extras, metrics;
+  token_loss(tb: TokenBatch, s) -> (per_token (B, T), extra scalar, metrics)   per micro-batch;
+  initial_entropy: None, or the statistic of the first training rollout the objective freezes (GTPO's
+  H_ini = mean completion entropy); the trainer and `batch_loss` both fill `TokenBatch.initial_entropy`
+  from it, so no caller branches on a method name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+REGISTRY: dict[str, "Objective"] = {}
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    prepare: Callable[[dict, dict], dict]
+    token_loss: Callable
+    needs_ref: bool = False  # reference (adapter-disabled) log-probs at rollout time
+    needs_rollout_entropy: bool = False  # rollout-policy entropies at rollout time
+    filters_groups: bool = False  # may drop zero-variance groups (trainer refills)
+    initial_entropy: Callable[[torch.Tensor, torch.Tensor], float] | None = None  # (entropy, mask) -> nats
+
+    @property
+    def needs_initial_entropy(self) -> bool:
+        return self.initial_entropy is not None
+
+
+def register(name: str, prepare: Callable, **flags) -> Callable:
+    """Decorator on a module's `token_loss`: registers `name` with its `prepare` and flags."""
+
+    def wrap(token_loss: Callable) -> Callable:
+        if name in REGISTRY:
+            raise ValueError(f"objective {name!r} registered twice")
+        REGISTRY[name] = Objective(name, prepare, token_loss, **flags)
+        return token_loss
+
+    return wrap
+
+
+def get(name: str) -> Objective:
+    """The registered objective `name`; a miss names the valid ones."""
+    if name not in REGISTRY:
+        raise KeyError(f"unknown objective {name!r}; valid: {', '.join(REGISTRY)}")
+    return REGISTRY[name]
