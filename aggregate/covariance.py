@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import spearmanr
+
+from rcea import stats
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:
@@ -40,26 +43,6 @@ def covariance_prediction(z_from: np.ndarray, z_to: np.ndarray) -> tuple[np.ndar
     pred = -(pi * lp * dz).sum(-1) + (pi * lp).sum(-1) * (pi * dz).sum(-1)
     obs = entropy_from_logits(z_to) - entropy_from_logits(z_from)
     return pred, obs
-
-
-def rankdata(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n with ties given their average rank."""
-    x = np.asarray(x)
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    new = np.r_[True, xs[1:] != xs[:-1]]
-    dense = np.cumsum(new)
-    bounds = np.r_[np.flatnonzero(new), x.size]  # first position of each tie block, then n
-    avg = 0.5 * (bounds[dense - 1] + 1 + bounds[dense])  # mean of positions block_start+1 .. block_end
-    out = np.empty(x.size, dtype=np.float64)
-    out[order] = avg
-    return out
-
-
-def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson correlation (Spearman when given ranks)."""
-    xc, yc = x - x.mean(), y - y.mean()
-    return float((xc * yc).sum() / math.sqrt((xc**2).sum() * (yc**2).sum()))
 
 
 def paired_finite(x, y) -> tuple[np.ndarray, np.ndarray]:
@@ -92,32 +75,20 @@ def fit_summary(P: np.ndarray, O: np.ndarray) -> dict[str, float | int]:
         sxx, syy, sxy = float((pc**2).sum()), float((oc**2).sum()), float((pc * oc).sum())
         r = sxy / math.sqrt(sxx * syy)
         slope = sxy / sxx
-        out.update(spearman=pearson(rankdata(P), rankdata(O)), pearson=r, slope=slope,
+        out.update(spearman=float(spearmanr(P, O).statistic), pearson=r, slope=slope,
                    intercept=float(O.mean() - slope * P.mean()), r2=r * r,
                    r2_identity=float(1 - ((O - P) ** 2).sum() / syy))
     return out
 
 
-def grpo_advantage(reward: np.ndarray, group: np.ndarray, eps: float = 1e-4, n_groups: int | None = None) -> np.ndarray:
-    """Per-trajectory GRPO advantage (r - mean_g) / (std_g(ddof=1) + eps); 0 when c in {0, G}
-    (docs/estimators.md#covariance-proxy-and-q99-share)."""
-    r = np.asarray(reward, dtype=np.float64)
-    g = np.asarray(group, dtype=np.int64)
-    G = int(n_groups if n_groups is not None else (g.max() + 1 if g.size else 0))
-    cnt = np.bincount(g, minlength=G).astype(np.float64)
-    mean = np.bincount(g, weights=r, minlength=G) / np.maximum(cnt, 1)
-    ss = np.bincount(g, weights=(r - mean[g]) ** 2, minlength=G)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        std = np.where(cnt > 1, np.sqrt(ss / (cnt - 1)), 0.0)
-    return (r - mean[g]) / (std[g] + eps)
+def grpo_advantage(reward: np.ndarray, group: np.ndarray, eps: float = 1e-4) -> np.ndarray:
+    """Per-trajectory GRPO advantage (r - mean_g) / (std_g(ddof=1) + eps); 0 when c in {0, G} (rcea.stats)."""
+    return stats.group_advantages(reward, group, eps=eps)
 
 
 def covariance_proxy(advantage: np.ndarray, logprob: np.ndarray) -> np.ndarray:
-    """cov_i = (A_i - mean A)(l_i - mean l) with means over every token of the batch
-    (docs/estimators.md#covariance-proxy-and-q99-share)."""
-    A = np.asarray(advantage, dtype=np.float64)
-    lp = np.asarray(logprob, dtype=np.float64)
-    return (A - A.mean()) * (lp - lp.mean())
+    """cov_i = (A_i - mean A)(l_i - mean l) with means over every token of the batch (rcea.stats)."""
+    return stats.covariance_proxy(advantage, logprob)
 
 
 def q99_share(cov: np.ndarray, q: float = 0.99, method: str = "linear") -> dict[str, float | int]:

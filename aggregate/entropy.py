@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from scipy.stats import binomtest
 
 
 def binary_entropy(p: np.ndarray) -> np.ndarray:
@@ -98,11 +99,6 @@ def question_stats(
     )
 
 
-def binomial_upper_tail(wins: int, n: int) -> float:
-    """Exact P(Bin(n, 1/2) >= wins) in integer arithmetic (= scipy binomtest(..., alternative="greater"))."""
-    return float(Fraction(sum(math.comb(n, k) for k in range(wins, n + 1)), 2**n))
-
-
 def nanmean(x: np.ndarray) -> float:
     x = np.asarray(x, dtype=np.float64)
     x = x[~np.isnan(x)]
@@ -140,14 +136,14 @@ def reward_ratios(h_pos: np.ndarray, h_neg: np.ndarray) -> dict[str, float | int
 
 
 def sign_test(h_pos: np.ndarray, h_neg: np.ndarray) -> dict[str, float | int]:
-    """One-sided exact sign test on Q_c: P(Bin(n, 1/2) >= wins), ties dropped (docs/estimators.md#sign-test, Table
-    A5)."""
+    """One-sided exact sign test on Q_c: P(Bin(n, 1/2) >= wins) (scipy binomtest), ties dropped
+    (docs/estimators.md#sign-test, Table A5)."""
     h_pos = np.asarray(h_pos, dtype=np.float64)
     h_neg = np.asarray(h_neg, dtype=np.float64)
     both = ~np.isnan(h_pos) & ~np.isnan(h_neg)
     d = h_neg[both] - h_pos[both]
     wins, ties = int((d > 0).sum()), int((d == 0).sum())
     n = int(d.size) - ties
-    p = binomial_upper_tail(wins, n) if n > 0 else float("nan")
+    p = float(binomtest(wins, n, 0.5, alternative="greater").pvalue) if n > 0 else float("nan")
     return {"sign_wins": wins, "sign_n": n, "sign_ties": ties,
             "failure_higher_fraction": wins / n if n else float("nan"), "sign_test_p": p}

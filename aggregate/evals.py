@@ -7,11 +7,12 @@ smoothing of traces, the normalised-progress grid and Spearman with an exact per
 
 from __future__ import annotations
 
-import itertools
 import math
 from fractions import Fraction
 
 import numpy as np
+
+from rcea import stats
 
 
 def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
@@ -36,27 +37,11 @@ def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
 
 
 def failure_detector(steps: np.ndarray, correct: np.ndarray, total: np.ndarray | int,
-                     peak_min: float = 0.30, end_max: float = 0.05, drop_min: float = 0.30) -> dict:
-    """Fire iff peak >= 30% and endpoint <= 5% and peak - endpoint >= 30 pp (inclusive), on the raw,
-    unsmoothed dense trace sorted by step; compared as exact integer fractions (docs/estimators.md#failure-detector).
-    Also returns the last-argmax step and the onset (first step after the last peak with acc <= 5%)."""
-    steps = np.asarray(steps, dtype=np.int64)
-    order = np.argsort(steps, kind="stable")
-    steps = steps[order]
-    correct = np.asarray(correct, dtype=np.int64)[order]
-    total = np.broadcast_to(np.asarray(total, dtype=np.int64), correct.shape)[order]
-    if steps.size == 0:
-        return {"fired": False, "n_points": 0}
-    acc = [Fraction(int(a), int(b)) for a, b in zip(correct, total)]
-    peak = max(acc)
-    last_arg = max(i for i, a in enumerate(acc) if a == peak)
-    end = acc[-1]
-    fr = lambda x: Fraction(str(x))  # noqa: E731 - exact decimal thresholds
-    fired = peak >= fr(peak_min) and end <= fr(end_max) and peak - end >= fr(drop_min)
-    onset = next((int(steps[i]) for i in range(last_arg + 1, len(acc)) if acc[i] <= fr(end_max)), None)
-    return {"fired": bool(fired), "peak": float(peak), "endpoint": float(end), "drop": float(peak - end),
-            "last_argmax_step": int(steps[last_arg]), "final_step": int(steps[-1]),
-            "onset_step": onset if fired else None, "n_points": int(steps.size)}
+                     thresholds: stats.FailureThresholds) -> dict:
+    """rcea.stats.failure_detector on a dense greedy trace of correct / total counts (exact fractions)."""
+    correct = np.asarray(correct, dtype=np.int64)
+    total = np.broadcast_to(np.asarray(total, dtype=np.int64), correct.shape)
+    return stats.failure_detector(steps, [Fraction(int(c), int(t)) for c, t in zip(correct, total)], thresholds)
 
 
 def macro_average(values: np.ndarray) -> float:
@@ -97,29 +82,31 @@ def interpolate_on_progress(steps: np.ndarray, values: np.ndarray, steps_per_epo
 
 
 def spearman_with_p(x: np.ndarray, y: np.ndarray, exact_max_n: int = 8) -> dict[str, float | int]:
-    """Spearman rho (average ranks), its t-approximation p (two-sided, scipy) and the exact two-sided
+    """Spearman rho (average ranks), its t-approximation p (two-sided) and the exact two-sided
     permutation p = #{perm : |rho_perm| >= |rho|} / n! for n <= exact_max_n (RQ3,
-    docs/estimators.md#greedy-accuracy)."""
-    from aggregate.covariance import paired_finite, pearson, rankdata
+    docs/estimators.md#greedy-accuracy); scipy."""
+    from scipy.stats import permutation_test, rankdata, spearmanr
+
+    from aggregate.covariance import paired_finite
 
     x, y = paired_finite(x, y)
     n = int(x.size)
     nan = float("nan")
     if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return {"n": n, "spearman": nan, "p_t_approx": nan, "p_exact": nan}
-    rx, ry = rankdata(x), rankdata(y)
-    rho = pearson(rx, ry)
+    res = spearmanr(x, y)
+    rho = float(res.statistic)
     p_exact = nan
     if n <= exact_max_n:
-        perms = np.array(list(itertools.permutations(range(n))))
-        ryp = ry[perms]
-        rxc, rypc = rx - rx.mean(), ryp - ry.mean()
-        r = (rypc * rxc).sum(1) / math.sqrt((rxc**2).sum() * (rypc[0] ** 2).sum())
-        p_exact = float(np.mean(np.abs(r) >= abs(rho) - 1e-12))
-    p_t = nan  # t approximation, two-sided; degenerate at |rho| = 1
-    if abs(rho) < 1 - 1e-12:
-        from scipy.special import stdtr
+        rx = rankdata(x) - (n + 1) / 2
 
-        t = rho * math.sqrt((n - 2) / (1 - rho * rho))
-        p_t = float(2 * stdtr(n - 2, -abs(t)))
+        def abs_rho(yy, axis=-1):  # |Pearson of the ranks|, vectorised over permutations of y
+            ry = rankdata(yy, axis=axis)
+            ry = ry - ry.mean(axis=axis, keepdims=True)
+            return np.abs((ry * rx).sum(axis) / np.sqrt((rx**2).sum() * (ry**2).sum(axis)))
+
+        perm = permutation_test((y,), abs_rho, permutation_type="pairings", vectorized=True,
+                                n_resamples=math.factorial(n), alternative="greater")
+        p_exact = float(perm.pvalue)
+    p_t = float(res.pvalue) if abs(rho) < 1 - 1e-12 else nan  # the t approximation degenerates at |rho| = 1
     return {"n": n, "spearman": rho, "p_t_approx": p_t, "p_exact": p_exact}

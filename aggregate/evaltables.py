@@ -78,7 +78,5 @@ def detect_failures(greedy_rows: list[dict], settings: AggregateSettings) -> dic
     for key, rows in sorted(runs.items()):
         rows = sorted(rows, key=lambda r: r["step"])
         out[key] = evals.failure_detector([r["step"] for r in rows], [r["correct"] for r in rows],
-                                          [r["n"] for r in rows],
-                                          settings.failure_peak_min, settings.failure_end_max,
-                                          settings.failure_drop_min)
+                                          [r["n"] for r in rows], settings.failure_thresholds())
     return out

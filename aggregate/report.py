@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +79,11 @@ def jsonable(x: Any) -> Any:
 
 
 def provenance() -> dict[str, Any]:
-    """Library versions, platform and git commit (when run inside the repository)."""
-    import pyarrow
-    import scipy
+    """Git commit, lockfile hash, library versions, device, Python (rcea.provenance: what every manifest
+    records) and the platform."""
+    from rcea.provenance import provenance as shared
 
-    info: dict[str, Any] = {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-                            "pyarrow": pyarrow.__version__, "platform": platform.platform()}
-    try:
-        info["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                                            cwd=Path(__file__).resolve().parent).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        info["git_commit"] = None
-    return info
+    return {**shared(), "platform": platform.platform()}
 
 
 def summary(res: dict) -> dict[str, Any]:

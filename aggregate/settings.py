@@ -9,7 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rcea.stats import FailureThresholds
+
+
+def _base_failure() -> "FailureThresholds":
+    """The [failure] settings of configs/base.toml (rcea.stats imports numpy: loaded on first use only)."""
+    from rcea.config import base_value
+    from rcea.stats import FailureThresholds
+
+    return FailureThresholds.from_config({k: base_value(k) for k in
+                                          ("failure.peak_min", "failure.end_max", "failure.drop_min")})
 
 
 @dataclass(frozen=True)
@@ -46,12 +58,8 @@ class AggregateSettings:
     """[S] k of the reported pass@k (MATH500 pass@64)."""
     failure_benchmark: str = "math500"
     """[S] benchmark of the dense greedy trace the failure detector reads."""
-    failure_peak_min: float = 0.30
-    """[S] detector: peak accuracy >= this."""
-    failure_end_max: float = 0.05
-    """[S] detector: endpoint accuracy <= this."""
-    failure_drop_min: float = 0.30
-    """[S] detector: peak - endpoint >= this."""
+    failure: FailureThresholds | None = None
+    """[S] thresholds of the failure detector: the [failure] settings (None: those of configs/base.toml)."""
     base_method: str = "base"
     """[schema] ``method`` value of the untrained policy."""
     steps_per_epoch: dict[str, int] = field(default_factory=lambda: {"3B": 4000, "7B": 8000})
@@ -70,6 +78,9 @@ class AggregateSettings:
         if unknown:
             raise ValueError(f"unknown aggregate setting(s) {unknown}; valid: {sorted(valid)}")
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def failure_thresholds(self) -> "FailureThresholds":
+        return self.failure if self.failure is not None else _base_failure()
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (for summary.json provenance)."""
@@ -92,6 +103,9 @@ def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettin
         known: dict[str, Any] = {}
         if "passk.n" in cfg:  # the paper reports pass@n with k = n = 64; small scales sample fewer
             known["pass_k"] = int(cfg["passk.n"])
+        from rcea.stats import FailureThresholds
+
+        known["failure"] = FailureThresholds.from_config(cfg)
         if "eval.trace_benchmark" in cfg:  # the dense trace infer/plan.py schedules (the toy world: toy)
             known["failure_benchmark"] = cfg["eval.trace_benchmark"]
         for f in dataclasses.fields(base):

@@ -110,7 +110,7 @@ def q99_stats(tokens: pa.Table, idx: ProbeIndex, settings: AggregateSettings) ->
     if unmatched:
         notes.append(f"{unmatched} token rows match no sample row (scale, method, step, question_id, sample) and are "
                      f"ignored")
-    adv = covariance.grpo_advantage(idx.reward, idx.row_qg, settings.advantage_eps, n_groups=len(idx.qg_ep))
+    adv = covariance.grpo_advantage(idx.reward, idx.row_qg, settings.advantage_eps)
     keep = rows >= 0
     starts, lens, rows = starts[keep], lens[keep], rows[keep]
     run_ep = idx.row_ep[rows]

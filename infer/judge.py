@@ -28,6 +28,8 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
+from rcea.stats import binary_calibration
+
 from infer.llm import LLMClient, LLMSettings, Request, parse_json
 from infer.llm_io import (accepted, export_labels, load_questions, load_samples, load_texts, semantic_dir,
                           traj_id)
@@ -134,30 +136,8 @@ def run_judge(scale: str, judge) -> pd.DataFrame:
 # ---- calibration (docs/estimators.md#judge-calibration) -------------------------------------------------------------
 
 def calibration_metrics(y_true, y_pred) -> dict[str, float]:
-    """Positive class = valid. `y_pred` items may be None (abstain); metrics use covered items only.
-
-    accuracy = (TP+TN)/covered; macro-F1 = mean of F1_valid and F1_invalid with F1 = 2TP/(2TP+FP+FN);
-    accepted-valid precision = TP/(TP+FP); valid recall = TP/(TP+FN); coverage = covered / all.
-    """
-    pairs = [(bool(t), bool(p)) for t, p in zip(y_true, y_pred) if p is not None and not pd.isna(p)]
-    n = len(list(y_true))
-    tp = sum(t and p for t, p in pairs)
-    tn = sum((not t) and (not p) for t, p in pairs)
-    fp = sum((not t) and p for t, p in pairs)
-    fn = sum(t and (not p) for t, p in pairs)
-    cov = len(pairs)
-
-    def f1(a, b, c):
-        return 2 * a / (2 * a + b + c) if (2 * a + b + c) else 1.0
-
-    return {
-        "n": n, "covered": cov, "coverage": cov / n if n else float("nan"),
-        "accuracy": (tp + tn) / cov if cov else float("nan"),
-        "macro_f1": 0.5 * (f1(tp, fp, fn) + f1(tn, fn, fp)),
-        "accepted_valid_precision": tp / (tp + fp) if tp + fp else float("nan"),
-        "valid_recall": tp / (tp + fn) if tp + fn else float("nan"),
-        "tp": tp, "fn": fn, "fp": fp, "tn": tn,
-    }
+    """Positive class = valid; `y_pred` items may be None (abstain): rcea.stats.binary_calibration."""
+    return binary_calibration(list(y_true), [None if p is None or pd.isna(p) else bool(p) for p in y_pred])
 
 
 def _read_labels(path: Path) -> pd.DataFrame:

@@ -175,6 +175,15 @@ def _unknown_key_message(key: str, settings: dict[str, Setting]) -> str:
     return f"unknown setting {key!r}; valid sections: {', '.join(sections)}"
 
 
+def base_value(key: str) -> Any:
+    """A setting's value in configs/base.toml alone (no scale file, no override): the default a library
+    function falls back to when it is given no Config, so no default is written a second time in code."""
+    settings = _read_settings(configs_dir() / "base.toml")
+    if key not in settings:
+        raise ConfigError(_unknown_key_message(key, settings))
+    return settings[key].value
+
+
 def load_config(scale: str, method: str | None = None, overrides: Iterable[str] = (),
                 root: str | Path | None = None) -> Config:
     """Load and validate the configuration of one scale (and optionally one objective)."""

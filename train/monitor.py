@@ -65,18 +65,3 @@ class StepLogger(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if self._writer is not None:
             self._writer.close()
-
-
-def failure_detector(trace: list[tuple[int, float]], peak_min=0.30, end_max=0.05, drop_min=0.30) -> dict:
-    """Fires iff peak >= 30%, endpoint <= 5% and peak - endpoint >= 30 points (inclusive), over an
-    accuracy trace [(step, accuracy in 0..1)] sorted by step (raw, unsmoothed)."""
-    trace = sorted(trace)
-    if not trace:
-        return {"fired": False, "n_points": 0}
-    acc = [a for _, a in trace]
-    peak, end = max(acc), acc[-1]
-    tol = 1e-12
-    fired = peak >= peak_min - tol and end <= end_max + tol and peak - end >= drop_min - tol
-    last_arg = max(i for i, a in enumerate(acc) if a == peak)
-    return {"fired": bool(fired), "peak": peak, "endpoint": end, "drop": peak - end,
-            "peak_step": trace[last_arg][0], "final_step": trace[-1][0], "n_points": len(acc)}

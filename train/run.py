@@ -193,7 +193,8 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
                  callbacks=(), log: Callable[[str], None] = print) -> dict:
     from rcea.seeds import seed_everything
     from rcea.store import atomic_write_json, write_manifest
-    from train.monitor import StepLogger, failure_detector, read_steps, truncate_steps
+    from rcea.stats import FailureThresholds, failure_detector
+    from train.monitor import StepLogger, read_steps, truncate_steps
     from train.trainer import ObjectiveGRPOTrainer
 
     check_host(cfg)
@@ -240,7 +241,9 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
         "checkpoints": [str(p) for p in final], "final_adapter": str(final[-1]) if final else None,
         "steps_log": str(steps_path), "tensorboard": str(out / "tb"), "config": str(out / "config"),
         "global_step": trainer.state.global_step, "wall_s": round(time.time() - t0, 2),
-        "failure_detector_reward_trace": failure_detector([(r["step"], r["reward"]) for r in steps if "reward" in r]),
+        "failure_detector_reward_trace": failure_detector(
+            [r["step"] for r in steps if "reward" in r], [r["reward"] for r in steps if "reward" in r],
+            FailureThresholds.from_config(cfg)),
     }
     atomic_write_json(out / "summary.json", summary)
     write_manifest(out / "summary.json", cfg=cfg, seeds={"train": cfg["train.seed"]})

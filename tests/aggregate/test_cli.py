@@ -292,3 +292,16 @@ def test_terminal_summary_lists_each_objective_and_the_covariance_fit(tmp_path: 
         assert cells[1] == f"{r['macro_average']:.1f}" and cells[2] == f"{r['pass_at_4']:.1f}"
     fit = s["covariance_fit"]["all_nonfailed"]
     assert f"covariance fit (all non-failed runs): n = {fit['n']}" in out
+
+
+def test_summary_provenance_carries_the_lockfile_hash(tmp_path: Path, tiny) -> None:
+    """summary.json records what every manifest records (rcea.provenance), the lockfile hash included."""
+    import hashlib
+
+    from rcea.paths import project_root
+
+    s, _ = _run(tmp_path, dict(tiny))
+    lock = project_root() / "lockfiles" / "aggregate.txt"
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+    assert s["provenance"]["lockfile"] == f"aggregate.txt:sha256:{digest}"
+    assert s["provenance"]["git_commit"] and "numpy" in s["provenance"]["libraries"]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from aggregate import bootstrap, covariance, entropy, evals, modes
+from rcea.stats import FailureThresholds
 
 TOL = 1e-9
 
@@ -258,13 +259,16 @@ def test_q99_no_positive_mass_is_nan() -> None:
 
 
 # ---- worked examples: failure detector, pass@k, smoothing, macro average ------------------------------
+FT = FailureThresholds(0.30, 0.05, 0.30)  # the paper's: peak >= 30%, endpoint <= 5%, drop >= 30 points
+
+
 def test_failure_detector_worked_examples() -> None:
-    f = evals.failure_detector([0, 1000, 2400, 3600, 4000, 8000], [180, 383, 383, 304, 1, 1], 500)
+    f = evals.failure_detector([0, 1000, 2400, 3600, 4000, 8000], [180, 383, 383, 304, 1, 1], 500, FT)
     assert f["fired"] and f["peak"] == pytest.approx(0.766) and f["endpoint"] == pytest.approx(0.002)
     assert f["last_argmax_step"] == 2400 and f["onset_step"] == 4000
-    assert not evals.failure_detector([0, 1, 2, 3], [180, 300, 350, 359], 500)["fired"]
-    assert evals.failure_detector([0, 1], [175, 25], 500)["fired"]  # exact boundary
-    assert not evals.failure_detector([0, 1], [170, 25], 500)["fired"]
+    assert not evals.failure_detector([0, 1, 2, 3], [180, 300, 350, 359], 500, FT)["fired"]
+    assert evals.failure_detector([0, 1], [175, 25], 500, FT)["fired"]  # exact boundary
+    assert not evals.failure_detector([0, 1], [170, 25], 500, FT)["fired"]
 
 
 @pytest.mark.parametrize("c,expected", [(0, (0, 0, 0)), (1, (0.015625, 0.125, 1)), (5, (0.078125, 0.4990084611, 1)),

@@ -43,3 +43,11 @@ def test_the_dense_trace_benchmark_follows_what_the_scale_evaluates() -> None:
     assert load_settings("3b").failure_benchmark == "math500"
     assert load_settings("tiny").failure_benchmark == "toy"
     assert load_settings("tiny", failure_benchmark="math500").failure_benchmark == "math500"
+
+
+def test_failure_thresholds_are_the_configured_ones() -> None:
+    from rcea.config import load_config
+    from rcea.stats import FailureThresholds
+
+    assert AggregateSettings().failure_thresholds() == FailureThresholds.from_config(load_config("7b"))
+    assert load_settings("tiny").failure == FailureThresholds(0.30, 0.05, 0.30)

@@ -10,7 +10,7 @@ import pytest
 
 from infer.audit import store
 from infer.audit.__main__ import main as audit_main
-from infer.audit.metrics import macro_f1
+from rcea.stats import macro_f1
 from infer.audit.sample import audit_db, draw_pairs
 from infer.audit.server import make_server
 from infer.codebook import CodebookSettings, Pipeline

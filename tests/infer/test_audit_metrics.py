@@ -4,7 +4,8 @@ import itertools
 
 import pytest
 
-from infer.audit.metrics import audit_report, different_pr, macro_f1, pair_labels
+from infer.audit.metrics import audit_report
+from rcea.stats import different_precision_recall as different_pr, macro_f1, pair_labels
 
 
 def audit_worked_example():
