@@ -137,13 +137,14 @@ def aggregate(c, scale="tiny", skip_bad_parts=False):
 
 @task(iterable=["override"], help={
     "scale": H_SCALE, "methods": f"comma list of: {', '.join(METHODS)} (default: all seven)",
-    "num-workers": H_WORKERS, "engine": f"how stages run: {', '.join(st.EXECUTORS)}",
+    "num-workers": H_WORKERS, "engine": f"how stages run: {', '.join(st.EXECUTORS)} (train and workers as Ray tasks)",
+    "address": "Ray head HOST:PORT for --engine ray (default: start a local Ray)",
     "override": "config override key=value for every stage (repeatable)"})
-def study(c, scale="tiny", methods=",".join(METHODS), num_workers=0, engine="local", override=None):
+def study(c, scale="tiny", methods=",".join(METHODS), num_workers=0, engine="local", address="", override=None):
     """The whole study at one scale, stage by stage, resumable: prepare, train (each run enqueues its
     measurements), workers, judge, modes, audit sample, aggregate, results/<scale>/ on the host."""
     stages = st.study_stages(choice("scale", scale, SCALES), parse_methods(methods), check_workers(num_workers))
-    execute = st.executor(engine, scale, parse_methods(methods))
+    execute = st.executor(engine, scale, parse_methods(methods), address)
     _share_overrides(check_overrides(override))
     _at(c, scale, "the study", "invoke study --scale tiny")
     _run(c, "study", scale, stages, execute)
@@ -196,8 +197,9 @@ def seeds(c, method="grpo", seeds="1,2,3", questions=200, k=8):
 
 
 @task(help={"quick": "shortened budgets (what CI runs): every stage, a few steps and questions",
-            "methods": f"comma list of: {', '.join(METHODS)} (default: all seven)"})
-def demo(c, quick=False, methods=",".join(METHODS)):
+            "methods": f"comma list of: {', '.join(METHODS)} (default: all seven)",
+            "engine": f"how stages run: {', '.join(st.EXECUTORS)}", "address": "Ray head HOST:PORT (--engine ray)"})
+def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
     """`invoke study --scale tiny` on CPU, in the toy arithmetic world (--quick: the CI budgets).
 
     Warm start, each objective from that warm start, probe / greedy / pass@k / covariance jobs at the
@@ -205,16 +207,18 @@ def demo(c, quick=False, methods=",".join(METHODS)):
     Complete stages are reused on a second run.
     """
     stages = st.study_stages("tiny", parse_methods(methods))
+    execute = st.executor(engine, "tiny", parse_methods(methods), address)
     if quick:
         _share_overrides(st.QUICK_OVERRIDES)
-    _run(c, "demo", "tiny", stages)
+    _run(c, "demo", "tiny", stages, execute)
 
 
 @task(help={"strict": "exit non-zero also when Docker or a GPU is missing (readiness for 3b/7b)",
             "num-workers": f"workers you plan to start (default $NUM_WORKERS or {MAX_WORKERS})",
-            "min-disk-gb": "free disk wanted at the project root, GiB"})
-def doctor(c, strict=False, num_workers=0, min_disk_gb=100):
+            "min-disk-gb": "free disk wanted at the project root, GiB",
+            "ray-address": "a Ray head HOST:PORT to check it is reachable (invoke study --engine ray)"})
+def doctor(c, strict=False, num_workers=0, min_disk_gb=100, ray_address=""):
     """Preflight: Docker, NVIDIA driver (>= 580 for infer), GPU count, /dev/shm, disk, volume permissions.
 
     Exit status: 1 if a check fails; missing Docker/GPU are warnings (tiny still runs) unless --strict."""
-    doc.run_doctor(check_workers(num_workers), strict, min_disk_gb)
+    doc.run_doctor(check_workers(num_workers), strict, min_disk_gb, ray_address or None)

@@ -53,7 +53,9 @@ def _batch_task(batch, data_root, env, events):
     info = {"keys": [u.key for u in batch], "role": batch[0].role, "node": ctx.get_node_id(),
             "host": socket.gethostname(), "pid": os.getpid(), "gpus": gpus, "t": time.time()}
     ray.get(events.record.remote(info))
-    return run_batch(batch, data_root, env, gpu_ids=gpus or None, attempt_note=f"ray node {info['node'][:12]}")
+    # A node sees the shared folder at its own mount point (compose: /workspace/data), named by RCEA_NODE_DATA.
+    root = os.environ.get("RCEA_NODE_DATA") or data_root
+    return run_batch(batch, root, env, gpu_ids=gpus or None, attempt_note=f"ray node {info['node'][:12]}")
 
 
 def _event_log_class(ray):

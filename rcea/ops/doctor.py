@@ -114,11 +114,14 @@ VOLUME_PROBE = ["run", "--rm", "--no-deps", "aggregate", "python", "-c",
                 "('/workspace/data', '/cache/hf')) else 1)"]
 
 
-def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100) -> None:
+def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100, ray_address: str | None = None) -> None:
     """Print every check (with its fix); stop with exit 1 on a failure (with `strict`, also on a warning)."""
+    from rcea.executors.preflight import ray_checks, ray_facts
+
     facts = gather_facts()
     volumes_ok = _probe(["docker", "compose", *VOLUME_PROBE]) if facts["compose"] and facts["engine"] else None
     checks = evaluate(facts, num_workers, min_disk_gb, volumes_ok)
+    checks += [Check(*c) for c in ray_checks(ray_facts(ray_address))]   # Ray's version; the head when given
     for ch in checks:
         print(f"[{ch.level.upper():4}] {ch.name}: {ch.detail}" + (f"\n       fix: {ch.fix}" if ch.fix else ""))
     failed = [ch for ch in checks if ch.level == "fail" or (strict and ch.level == "warn")]

@@ -1,8 +1,9 @@
 """The whole study as a list of stages, and the executor that runs them (`invoke study`, `invoke demo`).
 
 A study is a plain list of `Stage`s; each stage hands its work (a tuple of `Unit`s, each a sequence of
-argvs run in order) to an executor chosen by name (`EXECUTORS`, today only `local`: the commands run here,
-locally at the tiny scale or through `docker compose` at 3b/7b). Stages, in order:
+argvs run in order) to an executor chosen by name (`EXECUTORS`): `local` runs the commands here, locally at
+the tiny scale or through `docker compose` at 3b/7b; `ray` runs the train and workers stages as Ray work
+units on a cluster (rcea/executors/study.py; a local Ray without an address) and the rest here. Stages:
 
     prepare     tiny model / warm start (tiny) and the training pool
     train       each method (tiny: two side by side on CPU; 3b/7b: one at a time on the training GPU);
@@ -23,6 +24,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from invoke.exceptions import Exit
 
 from rcea.ops import commands as cmd
 from rcea.ops.shell import ROOT, is_dry, run_all, run_side_by_side
@@ -109,13 +112,25 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
         run_all(c, stage.commands())
 
 
-EXECUTORS = {"local": run_local}
+def _ray(scale: str, methods, address: str | None):
+    from rcea.executors.study import RayStage   # imports Ray only when a stage needs it
+
+    return RayStage(scale, list(methods), address, local=run_local)
 
 
-def executor(engine: str, scale: str, methods):
+EXECUTORS = {"local": run_local, "ray": _ray}
+
+
+def executor(engine: str, scale: str, methods, address: str | None = None):
     """The executor function `f(c, stage, log_dir)` of an engine name (`local`: every stage runs here).
-    An engine that runs some stages elsewhere takes `scale` and `methods` and falls back on `run_local`."""
-    return EXECUTORS[cmd.choice("engine", engine, tuple(EXECUTORS))]
+    An engine that runs some stages elsewhere takes `scale` and `methods` and falls back on `run_local`;
+    `address` (HOST:PORT of a Ray head) is for `ray` only."""
+    name = cmd.choice("engine", engine, tuple(EXECUTORS))
+    if name == "ray":
+        return _ray(scale, methods, address or None)
+    if address:
+        raise Exit(f"--address {address} names a Ray cluster: add --engine ray", code=2)
+    return EXECUTORS[name]
 
 
 def banner(i: int, stages: list[Stage], spent: float) -> str:

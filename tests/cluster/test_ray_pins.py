@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import ray
 
-import tasks
+from rcea.ops.lockfiles import read_pins
 from rcea.paths import project_root
 
 
 def test_ray_is_pinned_to_one_version_in_the_driver_and_both_images():
     locks = project_root() / "lockfiles"
-    pins = {name: tasks.read_pins((locks / f"{name}.txt").read_text()).get("ray") for name in ("tools", "train", "infer")}
+    pins = {name: read_pins((locks / f"{name}.txt").read_text()).get("ray") for name in ("tools", "train", "infer")}
     assert len(set(pins.values())) == 1 and None not in pins.values(), pins
     assert ray.__version__ == pins["tools"]   # the environment running this test is the driver's
 

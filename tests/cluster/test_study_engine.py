@@ -51,3 +51,29 @@ def test_a_run_without_checkpoints_stops_with_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     with pytest.raises(Exit, match="train first"):
         RayStage("tiny", ["grpo"]).measure_units()
+
+
+def test_the_study_chooses_its_engine_by_name():
+    from rcea.ops import study as st
+
+    engine = st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379")
+    assert isinstance(engine, RayStage) and engine.address == "10.0.0.5:6379" and engine.gpus
+    assert engine.local is st.run_local
+    assert st.executor("ray", "tiny", ["grpo"]).address is None and not st.executor("ray", "tiny", ["grpo"]).gpus
+    assert st.executor("local", "tiny", ["grpo"]) is st.run_local
+    with pytest.raises(Exit, match="add --engine ray"):
+        st.executor("local", "tiny", ["grpo"], "10.0.0.5:6379")
+    with pytest.raises(Exit, match="valid choices: local, ray"):
+        st.executor("dask", "tiny", ["grpo"])
+
+
+def test_doctor_reports_ray_and_an_unreachable_head(monkeypatch, capsys):
+    from rcea.ops import doctor
+
+    facts = doctor.gather_facts()   # this machine's, then only Ray's checks decide the outcome below
+    monkeypatch.setattr(doctor, "gather_facts", lambda: {**facts, "shm_bytes": 2 << 30, "free_bytes": 200 << 30,
+                                                         "data_writable": True})
+    with pytest.raises(Exit, match="ray head"):
+        doctor.run_doctor(8, ray_address="127.0.0.1:1")
+    out = capsys.readouterr().out
+    assert "[OK  ] ray: Ray 2." in out and "[FAIL] ray head: 127.0.0.1:1 unreachable" in out

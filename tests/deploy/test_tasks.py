@@ -192,10 +192,16 @@ def test_the_stage_list_is_plain_data_for_other_executors():
     assert tiny[1].weight == 3 * study.STAGE_WEIGHTS["train"]
 
 
-def test_only_the_local_engine_exists_yet(dry):
+def test_engines_local_and_ray(dry, capsys):
     with pytest.raises(Exit) as e:
-        tasks.study(dry, scale="tiny", methods="grpo", engine="ray")
-    assert e.value.code == 2 and "valid choices: local" in e.value.message
+        tasks.study(dry, scale="tiny", methods="grpo", engine="dask")
+    assert e.value.code == 2 and "valid choices: local, ray" in e.value.message
+    lines = dry_lines(capsys, tasks.study, dry, scale="tiny", methods="grpo,dapo", engine="ray",
+                      address="10.0.0.5:6379")
+    # train and workers become Ray work units on the cluster; prepare, judge, ... still run here
+    assert "[ray] 2 training run(s) as Ray tasks on 10.0.0.5:6379" in lines
+    assert f"{LOCAL['train']} -m rcea.prepare --scale tiny" in lines
+    assert not any("enqueue" in ln or " worker " in ln for ln in lines)
 
 
 def test_banner_estimates_the_time_left_from_the_pace_so_far():
