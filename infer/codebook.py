@@ -325,8 +325,9 @@ class Pipeline:
     def export(self, pop: pd.DataFrame, rows: dict[str, dict], codebooks: dict[str, dict]) -> pd.DataFrame:
         out_dir = semantic_dir(self.scale)
         cols = ["scale", "method", "step", "question_id", "sample"]
-        table = pop[["traj_id"] + cols].merge(pd.DataFrame(list(rows.values())).drop(columns="question_id"),
-                                              on="traj_id", how="left")
+        assigned = pd.DataFrame(list(rows.values())) if rows else \
+            pd.DataFrame({"traj_id": [], "question_id": [], "mode": [], "source": [], "disputed": []})  # no population
+        table = pop[["traj_id"] + cols].merge(assigned.drop(columns="question_id"), on="traj_id", how="left")
         write_parquet(table, out_dir / "codebook" / "assignments.parquet", stage="codebook",
                       seeds={"induce": self.cb.induce_seed, "merge": self.cb.merge_seed, "assign": self.cb.assign_seed})
         write_parquet(pd.DataFrame(self.log, columns=sorted({k for e in self.log for k in e}) or ["stage"]).astype(str),

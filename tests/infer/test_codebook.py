@@ -9,7 +9,8 @@ import sys
 import pandas as pd
 import pytest
 
-from infer.codebook import CodebookSettings, ModeLabeller, Pipeline, run_labeller
+from infer.codebook import CodebookSettings, ModeLabeller, Pipeline, run_labeller, summary
+from infer.llm import LLMSettings
 from infer.judge import LLMJudge, run_judge
 from infer.llm_io import load_samples, semantic_dir
 from rcea.paths import project_root
@@ -123,3 +124,14 @@ def test_rule_based_labeller_fills_mode(tmp_path, monkeypatch):
     table = pd.read_parquet(semantic_dir("tiny") / "codebook" / "assignments.parquet")
     assert len(table) == 36 and table["mode"].notna().sum() == 34 and set(table["source"]) == {"plug-in"}
     assert set(table["traj_id"]) == set(out["traj_id"]) and {"question_id", "disputed"} <= set(table.columns)
+
+
+def test_no_valid_success_gives_an_empty_codebook_not_a_crash(tmp_path, monkeypatch):
+    """A study whose probe has no verified, valid success (an untrained policy) still gets through modes."""
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path / "d"))
+    write_probe_fixture(tmp_path / "d")  # process_valid all null: nobody judged valid
+    s = LLMSettings(model="scripted", base_url="http://127.0.0.1:9/v1", progress=False)
+    table = Pipeline("tiny", s, CodebookSettings()).run()
+    assert len(table) == 0 and summary(table)["trajectories"] == 0
+    written = pd.read_parquet(semantic_dir("tiny") / "codebook" / "assignments.parquet")
+    assert len(written) == 0 and {"traj_id", "question_id", "mode"} <= set(written.columns)
