@@ -81,8 +81,11 @@ def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(demo, tmp_pat
 
     # every output of the report rendered, the semantic modes included
     report = (results / "3b" / "report.md").read_text()
-    rows = re.findall(r"^\| (\w+) \| .* \| (rendered|empty[^|]*|not drawn[^|]*) \|$", report, re.M)
-    assert len(rows) >= 12 and all(status == "rendered" for _, status in rows), rows
+    rows = dict(re.findall(r"^\| ([\w ]+) \| .* \| (rendered|empty[^|]*|not drawn[^|]*) \|$", report, re.M))
+    assert len(rows) >= 12, report
+    # Table A9 diagnoses a collapsed run; a healthy run has nothing to put there, and says so
+    assert rows.pop("Table A9").startswith("empty: No run fires the failure detector")
+    assert all(status == "rendered" for status in rows.values()), rows
     assert (results / "3b" / "tables" / "tableA6.md").read_text().count("grpo") >= 1  # mode retention
     greedy = (results / "3b" / "tables" / "table1.md").read_text()
     assert "grpo" in greedy
@@ -97,7 +100,8 @@ def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(demo, tmp_pat
                            str(tables / "greedy" / "greedy-base-0.parquet")], capture_output=True, text=True)
     assert seen.stdout.strip() == str(sorted(["toy", *BENCHMARKS])), seen.stderr
     semantic = volume / "infer" / "3b" / "semantic"
-    assert list((semantic / "codebooks").glob("*.json")), "the LLM codebook writes one codebook per question"
+    index = json.loads((semantic / "codebooks" / "index.json").read_text())  # only the LLM codebook writes it
+    assert index["model"] == "scripted" and index["questions"] and index["summary"]["included"] > 0
     assert (semantic / "judge" / "verdicts.parquet").exists() and (semantic / "audit" / "audit.sqlite").exists()
 
     # what each container saw: the scale, its worker rank and GPU, the data volume
