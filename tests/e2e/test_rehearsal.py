@@ -66,7 +66,8 @@ def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(demo, tmp_pat
     volume = state / "volumes" / "rcea_data"
     shutil.copytree(demo[0] / "models", volume / "models")  # the model cache
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RCEA_", "NUM_WORKERS", "COMPOSE_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
+        "RCEA_DATA", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS")}  # the study decides these
     env.update(PATH=f"{ROOT}/tests/deploy/fake_docker{os.pathsep}{env['PATH']}", FAKE_DOCKER_STATE=str(state),
                FAKE_DOCKER_STANDINS=str(ROOT / "tests" / "deploy" / "fake_docker" / "standins"),
                FAKE_DOCKER_PORTS=f"8000={port}", RCEA_RESULTS=str(results))
