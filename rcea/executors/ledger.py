@@ -101,17 +101,19 @@ class Progress:
         self.width = {r: 1 for r in totals}
         self.last, self.last_t, self.last_finished = "", 0.0, -1
 
-    def start(self, role: str) -> None:
-        self.running[role] += 1
+    def start(self, role: str, n: int = 1) -> None:
+        """`n` units of `role` started (one batch)."""
+        self.running[role] += n
         self.width[role] = max(self.width[role], self.running[role])
         self.show()
 
-    def finish(self, role: str, ok: bool, seconds: float = 0.0, was_running: bool = True) -> None:
+    def finish(self, role: str, ok: bool, seconds: float = 0.0, was_running: bool = True, n: int = 1) -> None:
+        """`n` units of `role` finished (one batch), `seconds` each."""
         if was_running:
-            self.running[role] = max(0, self.running[role] - 1)
-        (self.done if ok else self.failed)[role] += 1
+            self.running[role] = max(0, self.running[role] - n)
+        (self.done if ok else self.failed)[role] += n
         if ok and seconds > 0:
-            self.seconds[role].append(seconds)
+            self.seconds[role] += [seconds] * n
         self.show()
 
     def left_s(self, role: str) -> float | None:

@@ -31,8 +31,8 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
                 waiting.remove(item)
                 for u in batch:
                     ledger.attempt(u.key, role, {"host": "local", "attempt": attempt})
-                    if attempt == 1:
-                        progress.start(role)
+                if attempt == 1:
+                    progress.start(role, len(batch))
                 note = f"attempt {attempt}"
                 running[pool.submit(run_batch, batch, data_root, env, None, note)] = (batch, attempt)
             finished, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
@@ -62,7 +62,7 @@ def _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report,
     for u in batch:
         ledger.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
         report.done.append(u.key)
-        progress.finish(role, True, per_unit)
+    progress.finish(role, True, per_unit, n=len(batch))
 
 
 def _fail(batch, error, ledger, progress, report, log) -> None:
@@ -70,4 +70,4 @@ def _fail(batch, error, ledger, progress, report, log) -> None:
     for u in batch:
         ledger.set(u.key, u.role, "failed", error=error[:2000], updated=time.time())
         report.failed[u.key] = error
-        progress.finish(u.role, False)
+    progress.finish(batch[0].role, False, n=len(batch))

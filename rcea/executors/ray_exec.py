@@ -86,6 +86,9 @@ def connect(address: str | None, parallel: dict | None = None, gpus: bool = True
     # Ray refuses a driver whose Python differs from the cluster's in the patch level by default. The images
     # run uv's Python 3.11 build, the driver whatever 3.11 the host has; tasks pickle across patch levels.
     os.environ.setdefault("RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL", "minor")
+    # Every unit task names its GPUs itself (run_batch); opt in to Ray's coming default, which leaves
+    # CUDA_VISIBLE_DEVICES alone for tasks without GPUs (and stops its FutureWarning about it).
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     if address:
         ctx = ray.init(address=address, **kwargs)
     else:
@@ -147,8 +150,7 @@ def _started(item, attempts, ledger, progress, report, log, on_event) -> None:
         attempts[k] = n
         ledger.attempt(k, role, {kk: item[kk] for kk in ("node", "host", "pid", "gpus")})
     if n == 1:
-        for _ in keys:
-            progress.start(role)
+        progress.start(role, len(keys))
     else:
         report.retries += len(keys)
         log(f"[retry] {', '.join(keys)}: attempt {n} on node {item['node'][:12]} pid {item['pid']} "
@@ -169,10 +171,10 @@ def _collect(ray, ref, batch, attempts, ledger, progress, report, log) -> None:
         for u in batch:
             ledger.set(u.key, role, "failed", error=error[:2000])
             report.failed[u.key] = error
-            progress.finish(role, False, was_running=attempts.get(u.key, 0) > 0)
+        progress.finish(role, False, was_running=attempts.get(batch[0].key, 0) > 0, n=len(batch))
         return
     per_unit = out["seconds"] / max(1, len(out["ran"]))
     for u in batch:
         ledger.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
         report.done.append(u.key)
-        progress.finish(role, True, per_unit, was_running=attempts.get(u.key, 0) > 0)
+    progress.finish(role, True, per_unit, was_running=attempts.get(batch[0].key, 0) > 0, n=len(batch))

@@ -4,6 +4,8 @@ The stand-in units (tests/cluster/standin.py) are pickled by value, so Ray's wor
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray tests run in the tools environment (lockfiles/tools.txt)")
@@ -16,6 +18,7 @@ def ray_local():
     from tests.cluster import standin
 
     cloudpickle.register_pickle_by_value(standin)
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")   # as rcea.executors.ray_exec.connect
     ray.init(num_cpus=2, num_gpus=8, resources={"train": 8, "infer": 8}, include_dashboard=False,
              logging_level="ERROR", log_to_driver=False)
     yield ray
