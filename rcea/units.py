@@ -10,7 +10,9 @@ running a unit twice is harmless (the role's own code skips complete outputs).
 
 Each unit has a deterministic `key` (readable prefix + a digest of its spec), a `role` (the environment
 or image that runs it: "train" or "infer"), a `group` (units of one group read the same checkpoint and
-run in one process, so the model is loaded once) and the command it runs in its role's environment.
+run in one process, so the model is loaded once), `done(data_root)`, and a static
+`command(batch, python, data_root, spec_dir)`: the argv running a batch of its kind in the role's
+interpreter (`role_python`). Anything with these attributes is a unit to the executors (rcea/executors).
 Standard library only: the tools environment (the Ray driver) imports it without torch.
 """
 
