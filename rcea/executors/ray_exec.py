@@ -166,7 +166,9 @@ def _collect(ray, ref, batch, attempts, ledger, progress, report, log) -> None:
     except Exception as exc:   # RayTaskError (UnitError/TransientUnitError after retries), node/worker lost
         cause = getattr(exc, "cause", None) or exc
         kind = "error" if isinstance(cause, UnitError) else "gave up after retries"
-        error = f"{kind}: {type(cause).__name__}: {str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
+        lines = str(cause).strip().splitlines() or [""]
+        # the first line names the unit's log, the last one is the unit's own last word
+        error = f"{kind}: {type(cause).__name__}: {lines[0]}" + (f" | {lines[-1]}" if len(lines) > 1 else "")
         log(f"[failed] {', '.join(u.key for u in batch)}: {error}")
         for u in batch:
             ledger.set(u.key, role, "failed", error=error[:2000])

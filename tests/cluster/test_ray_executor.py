@@ -60,6 +60,7 @@ def test_one_process_per_group_failures_classified_and_restart_skips(ray_local, 
     assert sorted(report.done) == ["standin:a1", "standin:a2", "standin:t1"]
     assert set(report.failed) == {"standin:bad", "standin:flaky"}
     assert "exit 3" in report.failed["standin:bad"] and "error" in report.failed["standin:bad"]
+    assert "logs/units/standin_bad.log" in report.failed["standin:bad"]   # where to look
     assert "gave up after retries" in report.failed["standin:flaky"]
     led = Ledger(ledger)
     assert led.state("standin:bad")["attempts"] == 1         # a plain error is not retried
