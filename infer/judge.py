@@ -34,7 +34,7 @@ from infer.llm import LLMClient, LLMSettings, Request, parse_json
 from infer.llm_io import (accepted, export_labels, load_questions, load_samples, load_texts, semantic_dir,
                           traj_id)
 from rcea.paths import data_dir
-from rcea.store import atomic_write_json, atomic_write_text, write_parquet
+from rcea.store import atomic_write_json, atomic_write_text, read_parquet, write_parquet
 
 MAX_COMPLETION_CHARS = 24_000
 
@@ -142,7 +142,7 @@ def calibration_metrics(y_true, y_pred) -> dict[str, float]:
 
 def _read_labels(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
-        return pd.read_parquet(path)
+        return read_parquet(path)
     if path.suffix == ".jsonl":
         from rcea.jsonl import read_jsonl
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from rcea.paths import data_dir
 from rcea.schema import check_columns
-from rcea.store import atomic_write_bytes, atomic_write_json, manifest_path, read_table
+from rcea.store import atomic_write_bytes, atomic_write_json, manifest_path, read_parquet, read_table
 
 KEY = ["scale", "method", "step", "question_id", "sample"]
 TEXT_COLUMNS = ("text", "completion")
@@ -107,7 +107,7 @@ def export_labels(scale: str, process_valid: dict[str, bool | None] | None = Non
 
     changed = []
     for part in _part_files(tables_dir(scale) / "samples"):
-        df = pd.read_parquet(part)
+        df = read_parquet(part)
         check_columns("samples", df.columns)
         ids = df.apply(traj_id, axis=1) if len(df) else pd.Series([], dtype=object)
         if process_valid is not None:

@@ -34,12 +34,38 @@ def truncate_steps(path: str | Path, last_step: int) -> None:
 
 
 class StepLogger(TrainerCallback):
-    """Appends one JSON line per logged optimizer step to steps.jsonl and mirrors it to TensorBoard."""
+    """Appends one JSON line per logged optimizer step to steps.jsonl and mirrors it to TensorBoard.
+
+    steps.jsonl is the record; `tb_dir` is a mirror rebuilt from it when the logger starts. A run
+    killed after logging steps past its newest checkpoint logs those steps again on resume:
+    steps.jsonl has already been truncated to the checkpoint (`truncate_steps`), and rebuilding the
+    mirror drops the stale events too, so every reader of the event files sees each step once.
+    """
 
     def __init__(self, steps_path: Path, tb_dir: Path | None):
         self.steps_path, self.tb_dir, self._writer = Path(steps_path), tb_dir, None
         rows = read_steps(self.steps_path)  # on resume: carry the last rollout's fields forward
         self._last: dict = rows[-1] if rows else {}
+        if self.tb_dir is not None and Path(self.tb_dir).exists():
+            self._rebuild_tensorboard(rows)
+
+    def _rebuild_tensorboard(self, rows: list[dict]) -> None:
+        """Replace the event files by the rows of steps.jsonl (a kill mid-rebuild: redone next start)."""
+        import shutil
+
+        shutil.rmtree(self.tb_dir)
+        for row in rows:
+            self._mirror(row, int(row["step"]))
+
+    def _mirror(self, row: dict, step: int) -> None:
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(self.tb_dir))
+        for k, v in row.items():
+            if k != "step" and isinstance(v, (int, float)) and math.isfinite(v):
+                self._writer.add_scalar(k, v, step)
+        self._writer.flush()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "train_runtime" in logs:
@@ -53,14 +79,7 @@ class StepLogger(TrainerCallback):
         with self.steps_path.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
         if self.tb_dir is not None:
-            if self._writer is None:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._writer = SummaryWriter(str(self.tb_dir))
-            for k, v in row.items():
-                if k != "step" and math.isfinite(v):
-                    self._writer.add_scalar(k, v, state.global_step)
-            self._writer.flush()
+            self._mirror(row, state.global_step)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self._writer is not None:

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rcea.store import read_parquet
+
 from infer.audit import store
 from infer.audit.metrics import audit_report
 from infer.llm_io import blind_id, load_questions, load_samples, load_texts, semantic_dir
@@ -48,7 +50,7 @@ def sample(scale: str, seed: int = 2031, n_questions: int = 29, per_question: in
             n = con.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]
         if n:
             raise SystemExit(f"{path} already holds {n} pairs; labels may exist. Use --force to redraw.")
-    assignments = pd.read_parquet(semantic_dir(scale) / "codebook" / "assignments.parquet")
+    assignments = read_parquet(semantic_dir(scale) / "codebook" / "assignments.parquet")
     samples = load_samples(scale)
     texts = load_texts(scale, samples)
     questions = load_questions(scale)

@@ -20,9 +20,10 @@ METHODS = ("grpo", "kl_cov")  # what the session fixture `demo` (conftest.py) tr
 def _table(data: Path, name: str) -> list[dict]:
     """A schema table's complete parts, read in the aggregate environment (this one has no pyarrow)."""
     code = ("import json, sys, pathlib, pandas as pd\n"
+            "from rcea.store import read_parquet  # by path: no abort at exit (tests/aggregate/test_parquet_exit.py)\n"
             "d = pathlib.Path(sys.argv[1])\n"
             "parts = [p for p in d.glob('*.parquet') if pathlib.Path(str(p) + '.manifest.json').exists()]\n"
-            "df = pd.concat([pd.read_parquet(p) for p in parts]) if parts else pd.DataFrame()\n"
+            "df = pd.concat([read_parquet(p) for p in parts]) if parts else pd.DataFrame()\n"
             "print(df.to_json(orient='records'))\n")
     out = subprocess.run([str(ROOT / ".envs" / "aggregate" / "bin" / "python"), "-c", code,
                           str(data / "infer" / "tiny" / "tables" / name)], capture_output=True, text=True, timeout=120)

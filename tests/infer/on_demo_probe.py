@@ -28,7 +28,7 @@ from infer.llm_io import export_labels, load_questions, load_samples, load_texts
 from rcea import toy
 from rcea.config import load_config
 from rcea.paths import project_root
-from rcea.store import read_table
+from rcea.store import read_parquet, read_table
 from tests.infer.scripted_server import ScriptedServer, kill_when_cached, llm_settings as settings
 
 
@@ -170,8 +170,8 @@ def test_codebook_on_demo_probe_samples(demo):
 
 def _outputs(root: Path):
     sem = root / "infer" / "tiny" / "semantic"
-    verdicts = pd.read_parquet(sem / "judge" / "verdicts.parquet")
-    table = pd.read_parquet(sem / "codebook" / "assignments.parquet")
+    verdicts = read_parquet(sem / "judge" / "verdicts.parquet")
+    table = read_parquet(sem / "codebook" / "assignments.parquet")
     books = {p.name: json.loads(p.read_text()) for p in sorted((sem / "codebooks").glob("*.json"))}
     s = read_table(root / "infer" / "tiny" / "tables" / "samples")
     return verdicts, table, books, s.sort_values(["method", "step", "question_id", "sample"]).reset_index(drop=True)

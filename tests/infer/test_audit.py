@@ -8,6 +8,8 @@ import urllib.request
 import pandas as pd
 import pytest
 
+from rcea.store import read_parquet
+
 from infer.audit import store
 from infer.audit.__main__ import main as audit_main
 from rcea.stats import macro_f1
@@ -51,7 +53,7 @@ def call(url, body=None):
 
 
 def test_draw_is_seeded_and_question_disjoint(labelled, tmp_path):
-    a = pd.read_parquet(semantic_dir("tiny") / "codebook" / "assignments.parquet")
+    a = read_parquet(semantic_dir("tiny") / "codebook" / "assignments.parquet")
     t1, p1 = draw_pairs(a, 2031, n_questions=2, per_question=5, exclude={"q3"})
     t2, p2 = draw_pairs(a, 2031, n_questions=2, per_question=5, exclude={"q3"})
     assert (t1, p1) == (t2, p2)

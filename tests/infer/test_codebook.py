@@ -14,7 +14,7 @@ from infer.llm import LLMSettings
 from infer.judge import LLMJudge, run_judge
 from infer.llm_io import load_samples, semantic_dir
 from rcea.paths import project_root
-from rcea.store import read_table
+from rcea.store import read_parquet, read_table
 from tests.infer.scripted_server import ScriptedServer, kill_when_cached, llm_settings as llm, write_probe_fixture
 
 
@@ -27,7 +27,7 @@ def judged(root, monkeypatch):
 
 def outputs(root):
     sem = root / "infer" / "tiny" / "semantic"
-    table = pd.read_parquet(sem / "codebook" / "assignments.parquet")
+    table = read_parquet(sem / "codebook" / "assignments.parquet")
     books = {p.name: json.loads(p.read_text()) for p in sorted((sem / "codebooks").glob("*.json"))}
     samples = read_table(root / "infer" / "tiny" / "tables" / "samples")
     return table, books, samples.sort_values(["method", "question_id", "sample"]).reset_index(drop=True)
@@ -57,7 +57,7 @@ def test_pipeline_end_to_end(tmp_path, monkeypatch):
         # a malformed pass-1 batch is recorded and its trajectories reconciled, not guessed
         q2 = t[t.question_id == "q2"]
         assert q2.pass1_mode.isna().all() and q2.disputed.all()
-        problems = pd.read_parquet(semantic_dir("tiny") / "codebook" / "problems.parquet")
+        problems = read_parquet(semantic_dir("tiny") / "codebook" / "problems.parquet")
         assert set(problems.stage) == {"assign-pass1"} and set(problems.problem) == {"unparsed"}
         # NEW mode reviewed as an extension: codebook refrozen at version 2 with history
         assert t.loc["tiny|base|0|q2|3", ["mode", "source"]].tolist() == ["M3", "extension"]
