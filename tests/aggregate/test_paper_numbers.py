@@ -24,15 +24,38 @@ def _greedy(rows: list[tuple[str, str, int, str, int, int]]) -> pa.Table:
     return pa.table(cols)
 
 
-def test_table1_macro_average_from_unrounded_counts() -> None:
-    g = _greedy([("3b", "base", 0, "AIME24", 4, 30), ("3b", "base", 0, "AIME25", 1, 30), ("3b", "base", 0, "MATH500",
-                                                                                          243, 500),
-                 ("3b", "base", 0, "AMC23", 14, 40), ("3b", "base", 0, "minerva_math", 6, 40)])
-    res = pipeline.run_aggregation(io.from_tables({"greedy": g}), ST)
-    (run,) = res["runs"]
-    assert run["macro_average"] == pytest.approx(23.0533333, abs=1e-6)
+# The paper's Table 1 accuracy cells and macro averages (%), copied as data: (scale, method, AIME'24,
+# AIME'25, MATH 500, AMC'23, Minerva, Average). The benchmarks have 30, 30, 500, 40 and 40 questions.
+PAPER_TABLE1 = [
+    ("3b", "base", 13.3, 3.3, 48.6, 35.0, 15.0, 23.05), ("3b", "grpo", 3.3, 0.0, 63.8, 35.0, 20.0, 24.43),
+    ("3b", "dapo", 10.0, 0.0, 64.4, 27.5, 20.0, 24.38), ("3b", "clip_cov", 10.0, 3.3, 65.4, 42.5, 17.5, 27.75),
+    ("3b", "kl_cov", 3.3, 3.3, 62.6, 32.5, 15.0, 23.35), ("3b", "ep_grpo", 0.0, 0.0, 61.4, 37.5, 15.0, 22.78),
+    ("3b", "gtpo", 6.7, 0.0, 61.0, 37.5, 15.0, 24.03), ("7b", "base", 10.0, 6.7, 36.0, 25.0, 20.0, 19.53),
+    ("7b", "grpo", 10.0, 6.7, 71.8, 45.0, 25.0, 31.69), ("7b", "dapo", 13.3, 6.7, 77.2, 45.0, 25.0, 33.44),
+    ("7b", "clip_cov", 6.7, 3.3, 72.8, 42.5, 17.5, 28.56), ("7b", "kl_cov", 16.7, 13.3, 68.6, 57.5, 22.5, 35.72),
+    ("7b", "ep_grpo", 20.0, 6.7, 73.2, 37.5, 17.5, 30.97), ("7b", "gtpo", 16.7, 6.7, 71.0, 47.5, 15.0, 31.37),
+]
+SIZES = {"AIME24": 30, "AIME25": 30, "MATH500": 500, "AMC23": 40, "minerva_math": 40}
+
+
+def test_table1_all_fourteen_macro_averages_from_unrounded_counts() -> None:
+    """Every row: counts recovered from the printed cells, the macro average recomputed by the pipeline
+    from the unrounded accuracies and rendered as the paper prints it. Nine of the fourteen averages
+    differ from the mean of the rounded cells, so a renderer averaging its own rounded cells fails here."""
+    rows = []
+    for scale, method, *cells, _ in PAPER_TABLE1:
+        for (bench, n), pct in zip(SIZES.items(), cells):
+            rows.append((scale, method, 0 if method == "base" else 1000, bench, round(pct * n / 100), n))
+    res = pipeline.run_aggregation(io.from_tables({"greedy": _greedy(rows)}), ST)
+    runs = {(r["scale"], r["method"]): r for r in res["runs"]}
     md = tables.table1(res, ST).markdown()
-    assert "| Base 3B | 13.3 | 3.3 | 48.6 | 35.0 | 15.0 | 23.05 |" in md  # not 23.04 from rounded cells
+    naive_differs = 0
+    for scale, method, *cells, average in PAPER_TABLE1:
+        assert f"{runs[(scale, method)]['macro_average']:.2f}" == f"{average:.2f}", (scale, method)
+        name = f"Base {scale.upper()}" if method == "base" else f"+ {tables.method_name(method)} ({scale.upper()})"
+        assert f"| {name} | {' | '.join(f'{c:.1f}' for c in cells)} | {average:.2f} |" in md, name
+        naive_differs += f"{sum(cells) / 5:.2f}" != f"{average:.2f}"
+    assert naive_differs == 9
 
 
 def test_failure_detector_and_table_a9_from_dense_trace() -> None:

@@ -121,9 +121,10 @@ def test_all_equal_rewards_give_zero_policy_gradient(oracle, name):
     loss, _ = batch_loss(name, b)
     assert torch.isfinite(loss)
     if name in ("grpo", "dapo", "clip_cov"):  # KL-Cov's |log-ratio| penalty acts even at A = 0
-        loss.backward() if loss.requires_grad else None
+        assert loss.requires_grad  # the loss still depends on logp (times A = 0): a real, all-zero gradient
+        loss.backward()
         grad = b["logp"].grad
-        assert grad is None or float(grad.abs().max()) == 0.0
+        assert grad is not None and grad.shape == b["logp"].shape and float(grad.abs().max()) == 0.0
 
 
 def test_ep_grpo_keeps_gradient_in_zero_variance_groups(oracle):

@@ -1,7 +1,6 @@
 """`python -m train.seeds`: the run-to-run noise script, on tiny budgets (a short warm start, 2 steps)."""
 
 import json
-import statistics
 
 import pytest
 
@@ -14,17 +13,31 @@ TINY = ["toy.warm_start_steps=30", "train.max_steps=2", "train.save_steps=1", "t
 def test_seeds_script_trains_each_seed_and_reports_from_its_own_measurements(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
+    import train.seeds as seeds_module
+
+    measured: list[float] = []  # what the scoring function returned, in call order: warm start, seed 1, seed 2
+    real = seeds_module.sampled_accuracy
+
+    def recording(*args, **kwargs):
+        measured.append(real(*args, **kwargs))
+        return measured[-1]
+
+    monkeypatch.setattr(seeds_module, "sampled_accuracy", recording)
     argv = ["--seeds", "1,2", "--questions", "5", "--k", "2"] + [a for o in TINY for a in ("--override", o)]
     assert main(argv) == 0
     res = json.loads((tmp_path / "results" / "tiny" / "seeds-grpo.json").read_text())
-    assert res["seeds"] == [1, 2] and len(res["accuracy"]) == 2
-    n = res["questions"] * res["k"]
-    for acc in [res["warm_start"], *res["accuracy"]]:  # a mean of 0/1 rewards over 5 x 2 samples
-        assert 0.0 <= acc <= 1.0 and abs(acc * n - round(acc * n)) < 1e-9
-    assert res["mean"] == pytest.approx(statistics.mean(res["accuracy"]))
-    assert res["sd"] == pytest.approx(statistics.stdev(res["accuracy"]))
-    assert res["gain"] == pytest.approx(res["mean"] - res["warm_start"])
-    assert res["beats_noise"] == (res["gain"] > res["sd"] and min(res["accuracy"]) > res["warm_start"])
+    assert res["seeds"] == [1, 2] and len(measured) == 3
+    warm, a1, a2 = measured
+    for acc in measured:  # a mean of 0/1 rewards over 5 questions x 2 samples
+        assert 0.0 <= acc <= 1.0 and abs(acc * 10 - round(acc * 10)) < 1e-9
+    # the file's numbers, recomputed by hand from the measurements (two seeds: sd = |a1 - a2| / sqrt(2))
+    assert res["warm_start"] == warm and res["accuracy"] == [a1, a2]
+    assert res["mean"] == pytest.approx((a1 + a2) / 2, abs=1e-12)
+    assert res["sd"] == pytest.approx(abs(a1 - a2) / 2 ** 0.5, abs=1e-12)
+    assert res["gain"] == pytest.approx((a1 + a2) / 2 - warm, abs=1e-12)
+    assert res["min_gain"] == pytest.approx(min(a1, a2) - warm, abs=1e-12)
+    assert res["beats_noise"] == ((a1 + a2) / 2 - warm > abs(a1 - a2) / 2 ** 0.5 and min(a1, a2) > warm)
+    assert res["eval_se"] == pytest.approx((warm * (1 - warm) / 10) ** 0.5, abs=1e-12)
     runs = sorted((tmp_path / "seeds" / "tiny" / "grpo").glob("seed-*"))
     assert [r.name.split("-")[1] for r in runs] == ["1", "2"]
     assert all((r / "summary.json").exists() and (r / "train.log").read_text() for r in runs)
