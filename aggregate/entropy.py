@@ -8,9 +8,7 @@ questions). Entropies in nats. A conditional quantity is NaN when K_r < min_k_r,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 from scipy.stats import binomtest

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from aggregate import covariance, evals
-from aggregate.evaltables import canonical_benchmark, detect_failures, greedy_summary, passk_summary, transitions
+from aggregate.evaltables import detect_failures, greedy_summary, passk_summary, transitions
 from aggregate.io import Dataset
 from aggregate.settings import AggregateSettings
 

@@ -6,7 +6,6 @@ file and input table it came from. All writes are atomic, with the caller's umas
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 from pathlib import Path

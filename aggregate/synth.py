@@ -147,21 +147,29 @@ def _bench_tables(spec: SynthSpec, rng: np.random.Generator, endpoints, scales, 
                     if b != "math500" and step not in milestones:
                         continue
                     acc = 0.002 if fail else 0.3 + 0.3 * pr * (b == "math500") + 0.05 * rng.random()
-                    g["scale"] += [sc] * nq; g["method"] += [m] * nq; g["step"] += [step] * nq
-                    g["benchmark"] += [b] * nq; g["q"] += [f"{b}-{i}" for i in range(nq)]
+                    g["scale"] += [sc] * nq
+                    g["method"] += [m] * nq
+                    g["step"] += [step] * nq
+                    g["benchmark"] += [b] * nq
+                    g["q"] += [f"{b}-{i}" for i in range(nq)]
                     g["correct"].append(rng.random(nq) < acc)
                     g["boxed"].append(rng.random(nq) < (0.01 if fail else 0.97))
                     g["n_tokens"].append(rng.poisson(2000 if fail else 500, nq))
             final = 0 if m == "base" else spe
             nq = spec.greedy_questions.get("math500", 5)
             pq_ = rng.beta(2, 1.2, nq)
-            pk["scale"] += [sc] * nq; pk["method"] += [m] * nq; pk["step"] += [final] * nq
-            pk["q"] += [f"math500-{i}" for i in range(nq)]; pk["n"].append(np.full(nq, spec.passk_n))
+            pk["scale"] += [sc] * nq
+            pk["method"] += [m] * nq
+            pk["step"] += [final] * nq
+            pk["q"] += [f"math500-{i}" for i in range(nq)]
+            pk["n"].append(np.full(nq, spec.passk_n))
             pk["c"].append(rng.binomial(spec.passk_n, pq_))
             if m != "base":
                 for s in milestones:
                     P = rng.normal(-0.01, 0.01, 64)
-                    cv["scale"] += [sc] * 64; cv["method"] += [m] * 64; cv["step_from"] += [max(s - 50, 0)] * 64
+                    cv["scale"] += [sc] * 64
+                    cv["method"] += [m] * 64
+                    cv["step_from"] += [max(s - 50, 0)] * 64
                     cv["step_to"] += [s] * 64
                     cv["pred"].append(P)
                     cv["obs"].append(P * 0.97 + rng.normal(0, 0.001, 64))

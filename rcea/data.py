@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rcea.jsonl import JsonlError, read_jsonl
-from rcea.paths import data_dir, mathdata_dir
+from rcea.paths import mathdata_dir
 
 BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math", "toy")  # toy: rcea/toy.py held-out set
 # Records per shipped benchmark file (mathdata/PROVENANCE.md); `invoke doctor` checks the files against them.

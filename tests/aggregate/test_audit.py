@@ -3,7 +3,6 @@ audit are tested on rcea.stats and the infer tooling)."""
 
 from __future__ import annotations
 
-import pytest
 
 from aggregate import audit
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from aggregate import covariance, entropy, evals, modes
+from aggregate import covariance, evals, modes
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pandas as pd
-import pytest
 
 from infer.codebook import CodebookSettings, ModeLabeller, Pipeline, run_labeller, summary
 from infer.llm import LLMSettings

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import torch
 
 from rcea import stats
 from tests.train.batches import random_batch
