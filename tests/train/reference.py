@@ -69,13 +69,13 @@ def grpo(b, eps=0.2, eps_high=0.2, loss_type="grpo"):
     return seq(per, d["mask"]) if loss_type == "grpo" else tok(per, d["mask"])
 
 
-def dapo(b, L_max=2048, buffer=0.2):
+def dapo(b, L_max=2048, buffer=0.2, factor=1.0):
     d = unpack(b)
     shaped = []
     for i, r in enumerate(d["rewards"]):
         n = sum(d["mask"][i])
         cache = buffer * L_max
-        pen = 0.0 if n <= L_max - cache else (-1.0 if n > L_max else ((L_max - cache) - n) / cache)
+        pen = factor * (0.0 if n <= L_max - cache else (-1.0 if n > L_max else ((L_max - cache) - n) / cache))
         shaped.append(r + pen)
     A = advantages(shaped, d["group_ids"])
     keep = mixed(d["rewards"], d["group_ids"])

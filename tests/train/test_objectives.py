@@ -189,3 +189,15 @@ def test_clip_cov_draws_exactly_n_candidates():
     _, m = batch_loss("clip_cov", b, clip_cov_lb=-10.0, clip_cov_ub=10.0, clip_cov_ratio=0.1)
     n_valid = int(b["mask"].sum())
     assert m["cov_selected_frac"] * n_valid == pytest.approx(max(int(0.1 * n_valid), 1))
+
+
+def test_dapo_shaping_on_the_01_reward_has_dapo_s_strength_on_the_pm1_reward():
+    """DAPO adds R_len (down to -1) to a +/-1 reward; on our 0/1 reward the configured factor must give the
+    same group-normalised advantages (up to the std epsilon, taken tiny here)."""
+    factor = default_settings("dapo")["overlong_penalty_factor"]
+    r = torch.tensor([1.0, 0, 1, 0, 1, 1, 0, 0])
+    lengths = torch.tensor([700.0, 950, 1100, 820, 990, 600, 1000, 870])
+    g = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    ours = group_advantages(r + overlong_penalty(lengths, 1000, 0.2, factor), g, "group", 1e-12)
+    theirs = group_advantages((2 * r - 1) + overlong_penalty(lengths, 1000, 0.2, 1.0), g, "group", 1e-12)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-9)
