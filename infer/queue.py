@@ -1,8 +1,8 @@
 """The job queue: one SQLite database per scale on the shared volume (data/infer/<scale>/queue.sqlite).
 
 Every state change is a transaction (`BEGIN IMMEDIATE`). A claimed job carries a lease that the worker's
-heartbeat extends, and the holder's host name and process id. A job whose lease ran out (its worker
-died or hung), or whose holder ran on this host and whose process is gone (kill -9, OOM: reclaimed at
+heartbeat extends, and the holder's host (host name + PID namespace) and process id. A job whose lease
+ran out (its worker died or hung), or whose holder ran on this host and whose process is gone (kill -9, OOM: reclaimed at
 once, without waiting out the lease), returns to `pending` at the next claim, up to `max_attempts`
 claims, after which it is `failed` with the reason. Claims take the most expensive
 pending job first (longest-processing-time order keeps many workers busy to the end).
@@ -61,6 +61,16 @@ class Job:
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def pid_domain() -> str:
+    """Where a pid means the same process: this host name and this PID namespace. Containers sharing
+    the host's network (and so its host name) still have their own PID namespace."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = "?"
+    return f"{socket.gethostname()}/{ns}"
 
 
 def process_alive(pid: int) -> bool:
@@ -152,7 +162,7 @@ class Queue:
             return "exists"
 
     def _expire(self, db, now: float) -> None:
-        here = socket.gethostname()
+        here = pid_domain()
         for job_id, pid in db.execute("SELECT id, pid FROM jobs WHERE state='running' AND host=? AND pid IS NOT NULL",
                                       (here,)).fetchall():
             if pid != os.getpid() and not process_alive(pid):
@@ -174,7 +184,7 @@ class Queue:
             if row is None:
                 return None
             db.execute("UPDATE jobs SET state='running', worker=?, host=?, pid=?, attempts=attempts+1, lease_until=?, "
-                       "started=? WHERE id=?", (worker, socket.gethostname(), os.getpid(), now + self.lease_s, now,
+                       "started=? WHERE id=?", (worker, pid_domain(), os.getpid(), now + self.lease_s, now,
                                                 row[0]))
         return Job(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5] + 1)
 

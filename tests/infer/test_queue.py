@@ -136,8 +136,18 @@ def test_a_live_or_remote_holder_keeps_its_lease_and_the_wait_is_reported(tmp_pa
     q = Queue(tmp_path / "q.sqlite", lease_s=1.5)
     q.enqueue("greedy:dapo-8", "greedy", {})
     assert q.claim("far:77") is not None
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()  # a pid that is dead here
     db = q._conn()
-    db.execute("UPDATE jobs SET host='another-host', pid=1")  # pid 1 is alive here; the host is not ours
+    # the same host name in another PID namespace (a container on the host's network): the pid means
+    # nothing here, so a dead-looking pid is not proof of a dead holder
+    db.execute("UPDATE jobs SET host=?, pid=?", (f"{socket.gethostname()}/pid:[1]", int(gone)))
+    assert q.claim("near") is None
+    db.execute("UPDATE jobs SET host='another-host', pid=1")
     assert q.claim("near") is None
     quiet = Quiet()
     t = time.monotonic()
