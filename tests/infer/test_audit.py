@@ -5,7 +5,6 @@ import threading
 import urllib.error
 import urllib.request
 
-import pandas as pd
 import pytest
 
 from rcea.store import read_parquet
