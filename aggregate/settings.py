@@ -1,7 +1,8 @@
-"""Aggregation settings: every default of the role, written once (docs/estimators.md, its #choices table).
+"""Aggregation settings, typed and frozen (docs/estimators.md, its #choices table).
 
-Until ``rcea.config.load_config(scale)`` provides the ``[aggregate]`` section, these defaults are the
-single source; the CLI overrides individual fields (``AggregateSettings.replace``).
+A setting of configs/base.toml takes its default from there (``rcea.config.base_default``: never copied
+here, one spelling: the field name is the TOML key); the rest are the role's own code-level choices.
+``load_settings(scale)`` applies a scale's values; the CLI overrides fields (``AggregateSettings.replace``).
 Status tags: [S] stated by the paper, [R] reconstructed, [C] our choice (as in docs/settings.md).
 """
 
@@ -11,13 +12,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rcea.config import base_default, base_value
+
 if TYPE_CHECKING:
     from rcea.stats import FailureThresholds
 
 
 def _base_failure() -> "FailureThresholds":
     """The [failure] settings of configs/base.toml (rcea.stats imports numpy: loaded on first use only)."""
-    from rcea.config import base_value
     from rcea.stats import FailureThresholds
 
     return FailureThresholds.from_config({k: base_value(k) for k in
@@ -28,35 +30,35 @@ def _base_failure() -> "FailureThresholds":
 class AggregateSettings:
     """Settings of the aggregation role."""
 
-    bootstrap_resamples: int = 10_000
+    bootstrap_resamples: int = field(default_factory=base_default("aggregate.bootstrap_resamples"))
     """[S] resamples for every bootstrap interval (paired ratio, retention)."""
-    bootstrap_seed: int = 2027
+    bootstrap_seed: int = field(default_factory=base_default("aggregate.bootstrap_seed"))
     """[C] seed of the bootstrap generators (the paper gives none)."""
     ci_level: float = 95.0
     """[S] percentile interval width, in percent."""
-    min_k_r: int = 8
+    min_k_r: int = field(default_factory=base_default("aggregate.min_k_r"))
     """[S] a reward-conditioned quantity is reported only if K_r >= min_k_r (lower it for tiny runs)."""
-    rarefaction_seed: int = 2030
+    rarefaction_seed: int = field(default_factory=base_default("aggregate.rarefaction_seed"))
     """[S] seed of the frozen rarefaction draws; keyed per (question, checkpoint)
     (docs/estimators.md#semantic-modes)."""
     rarefaction_draws: int = 100
     """[C] R, subsample draws per rarefied effective-mode count (docs/estimators.md#semantic-modes)."""
-    min_mode_m: int = 8
+    min_mode_m: int = field(default_factory=base_default("aggregate.min_mode_m"))
     """[C] m_min: a (question, checkpoint) pair is retention-eligible iff min(n_base, n_c) >= m_min
     (docs/estimators.md#semantic-modes)."""
     uncertain_labels: tuple[str, ...] = ("uncertain",)
     """[S] mode labels excluded from the mode population."""
-    q99_quantile: float = 0.99
+    q99_quantile: float = field(default_factory=base_default("aggregate.q99_quantile"))
     """[S] within-stratum cutoff quantile of the chosen-token covariance proxy."""
     quantile_method: str = "linear"
     """[C] numpy quantile method (Hyndman-Fan type 7) (docs/estimators.md#covariance-proxy-and-q99-share)."""
-    rank_budgets: tuple[float, ...] = (0.01, 0.025, 0.05)
+    rank_budgets: tuple[float, ...] = field(default_factory=lambda: tuple(base_value("aggregate.rank_budgets")))
     """[S] equal-count upper-tail budgets of Table A8."""
     advantage_eps: float = 1e-4
     """[R] GRPO advantage denominator epsilon (docs/estimators.md#covariance-proxy-and-q99-share)."""
-    pass_k: int = 64
+    pass_k: int = field(default_factory=base_default("passk.n"))
     """[S] k of the reported pass@k (MATH500 pass@64)."""
-    failure_benchmark: str = "math500"
+    failure_benchmark: str = field(default_factory=base_default("eval.trace_benchmark"))
     """[S] benchmark of the dense greedy trace the failure detector reads."""
     failure: FailureThresholds | None = None
     """[S] thresholds of the failure detector: the [failure] settings (None: those of configs/base.toml)."""
@@ -87,8 +89,6 @@ class AggregateSettings:
         return dataclasses.asdict(self)
 
 
-#: config key (``[aggregate]`` section of configs/base.toml) -> settings field, where they differ
-CONFIG_ALIASES = {"q99": "q99_quantile"}
 
 
 def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettings:
@@ -109,10 +109,8 @@ def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettin
         if "eval.trace_benchmark" in cfg:  # the dense trace infer/plan.py schedules (the toy world: toy)
             known["failure_benchmark"] = cfg["eval.trace_benchmark"]
         for f in dataclasses.fields(base):
-            names = [f.name] + [k for k, v in CONFIG_ALIASES.items() if v == f.name]
-            for name in names:
-                if f"aggregate.{name}" in cfg:
-                    value = cfg[f"aggregate.{name}"]
-                    known[f.name] = tuple(value) if isinstance(value, list) else value
+            if f"aggregate.{f.name}" in cfg:
+                value = cfg[f"aggregate.{f.name}"]
+                known[f.name] = tuple(value) if isinstance(value, list) else value
         base = base.replace(**known)
     return base.replace(**overrides)

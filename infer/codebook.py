@@ -29,7 +29,7 @@ import json
 import re
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -38,6 +38,7 @@ import pandas as pd
 from infer import codebook_prompts as P
 from infer.llm import LLMClient, LLMSettings, Request
 from infer.llm_io import export_labels, load_questions, load_samples, load_texts, semantic_dir, traj_id
+from rcea.config import base_default
 from rcea.paths import data_dir
 from rcea.store import atomic_write_json, write_parquet
 
@@ -50,14 +51,15 @@ class ModeLabeller(Protocol):
 
 @dataclass(frozen=True)
 class CodebookSettings:
-    induce_seed: int = 2027
-    merge_seed: int = 2028
-    assign_seed: int = 2029
-    assign_passes: int = 2
-    chunk_size: int = 8
+    """Defaults are configs/base.toml [codebook] (read there, not copied); batch sizes are code-only."""
+    induce_seed: int = field(default_factory=base_default("codebook.induce_seed"))
+    merge_seed: int = field(default_factory=base_default("codebook.merge_seed"))
+    assign_seed: int = field(default_factory=base_default("codebook.assign_seed"))
+    assign_passes: int = field(default_factory=base_default("codebook.assign_passes"))
+    chunk_size: int = field(default_factory=base_default("codebook.chunk_size"))
     assign_batch: int = 8
     arbitrate_batch: int = 4
-    min_confidence: float = 0.6
+    min_confidence: float = field(default_factory=base_default("codebook.min_confidence"))
 
     @classmethod
     def from_config(cls, cfg) -> "CodebookSettings":

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rcea.config import base_default
 from rcea.store import atomic_write_json
 
 MAX_RESPONSE_CHARS = 200_000  # longer responses are truncated before parsing
@@ -35,19 +36,20 @@ MAX_JSON_CHARS = 50_000       # the JSON object itself must be smaller than this
 
 @dataclass(frozen=True)
 class LLMSettings:
-    """One endpoint. Defaults mirror configs/base.toml [judge]; `from_config` reads the real values."""
-    model: str = "Qwen/Qwen3.5-9B"
-    base_url: str = "http://judge:8000/v1"
-    api_key_env: str = "RCEA_JUDGE_API_KEY"
+    """One endpoint. Defaults are configs/base.toml [judge] (read there, not copied); `from_config` reads
+    the section a caller names ([judge] or [codebook]) with its scale and overrides."""
+    model: str = field(default_factory=base_default("judge.model"))
+    base_url: str = field(default_factory=base_default("judge.base_url"))
+    api_key_env: str = field(default_factory=base_default("judge.api_key_env"))
     api_key_file: str = ""
-    temperature: float = 0.0
-    seed: int = 2027
+    temperature: float = field(default_factory=base_default("judge.temperature"))
+    seed: int = field(default_factory=base_default("judge.seed"))
     max_tokens: int = 4096  # room for a thinking model's reasoning before its JSON
-    concurrency: int = 8
-    timeout_s: float = 120.0
-    max_retries: int = 5
+    concurrency: int = field(default_factory=base_default("judge.concurrency"))
+    timeout_s: float = field(default_factory=base_default("judge.timeout_s"))
+    max_retries: int = field(default_factory=base_default("judge.max_retries"))
     backoff_s: float = 1.0
-    max_retry_after_s: float = 60.0  # a server's Retry-After is obeyed up to this many seconds
+    max_retry_after_s: float = field(default_factory=base_default("judge.max_retry_after_s"))
     progress: bool = True
 
     @classmethod

@@ -16,6 +16,7 @@ import json
 import shutil
 import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -175,10 +176,20 @@ def _unknown_key_message(key: str, settings: dict[str, Setting]) -> str:
     return f"unknown setting {key!r}; valid sections: {', '.join(sections)}"
 
 
+@lru_cache(maxsize=4)
+def _base_settings(cdir: str) -> dict[str, Setting]:
+    return _read_settings(Path(cdir) / "base.toml")
+
+
+def base_default(key: str):
+    """A dataclass `default_factory` giving `key`'s value in configs/base.toml (read when first needed)."""
+    return lambda: base_value(key)
+
+
 def base_value(key: str) -> Any:
     """A setting's value in configs/base.toml alone (no scale file, no override): the default a library
     function falls back to when it is given no Config, so no default is written a second time in code."""
-    settings = _read_settings(configs_dir() / "base.toml")
+    settings = _base_settings(str(configs_dir()))
     if key not in settings:
         raise ConfigError(_unknown_key_message(key, settings))
     return settings[key].value

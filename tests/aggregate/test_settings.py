@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from aggregate.settings import CONFIG_ALIASES, AggregateSettings, load_settings
+from aggregate.settings import AggregateSettings, load_settings
 
 
 def test_defaults_agree_with_project_config() -> None:
@@ -16,11 +16,12 @@ def test_defaults_agree_with_project_config() -> None:
     defaults = AggregateSettings()
     fields = {f.name for f in dataclasses.fields(defaults)}
     checked = 0
-    for name in ("bootstrap_resamples", "bootstrap_seed", "rarefaction_seed", "min_k_r", "q99", "rank_budgets"):
+    for name in ("bootstrap_resamples", "bootstrap_seed", "rarefaction_seed", "min_k_r", "q99_quantile", "rank_budgets",
+                 "min_mode_m"):
         key = f"aggregate.{name}"
         if key not in cfg:
             continue
-        field = CONFIG_ALIASES.get(name, name)
+        field = name
         assert field in fields
         value = cfg[key]
         assert getattr(defaults, field) == (tuple(value) if isinstance(value, list) else value), name
