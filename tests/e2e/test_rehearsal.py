@@ -62,9 +62,14 @@ def free_port() -> int:
 
 
 def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(demo, tmp_path):
+    rehearse(demo[0] / "models", tmp_path)
+
+
+def rehearse(models: Path, tmp_path: Path, extra_overrides=()) -> None:
+    """Run the rehearsal with `models` as the model cache, in `tmp_path`, and check what it left."""
     state, results = tmp_path / "docker", tmp_path / "results"
     volume = state / "volumes" / "rcea_data"
-    shutil.copytree(demo[0] / "models", volume / "models")  # the model cache
+    shutil.copytree(models, volume / "models")  # the model cache
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
         "RCEA_DATA", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS")}  # the study decides these
@@ -72,9 +77,13 @@ def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(demo, tmp_pat
                FAKE_DOCKER_STANDINS=str(ROOT / "tests" / "deploy" / "fake_docker" / "standins"),
                FAKE_DOCKER_PORTS=f"8000={port}", RCEA_RESULTS=str(results))
     cmd = [str(ROOT / "scripts" / "run"), "study", "--scale", "3b", "--methods", "grpo", "--num-workers", "2"]
-    for o in rehearsal_overrides(port):
+    for o in [*rehearsal_overrides(port), *extra_overrides]:
         cmd += ["--override", o]
-    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    try:
+        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        pids = sorted(p.name for p in (state / "pids").glob("*.pid"))  # what the study left running
+    finally:  # a failed study must not leave the judge server behind
+        subprocess.run(["docker", "compose", "down"], cwd=ROOT, env=env, capture_output=True, timeout=120)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     out = run.stdout
     for stage in STAGES:
@@ -118,5 +127,5 @@ def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(demo, tmp_pat
                      for s in starts if s["service"].startswith("infer-worker"))
     assert workers == [("infer-worker-0", "0", "2", "0", "3b"), ("infer-worker-1", "1", "2", "1", "3b")]
     assert [s["devices"] for s in starts if s["service"] == "train"] == ["0", "0"]  # prepare, then training
-    assert (state / "pids").exists() and not list((state / "pids").glob("*.pid"))  # the judge server stopped
+    assert pids == []  # the study stopped the judge server itself
 
