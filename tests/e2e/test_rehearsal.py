@@ -49,7 +49,9 @@ def rehearsal_overrides(port: int) -> list[str]:
     return out + [
         "train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
         f"eval.benchmarks={toml_value(['toy', *BENCHMARKS])}", "eval.questions_per_benchmark=2",
-        "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=4", "passk.questions=6", "passk.n=4",
+        # K = 8 samples per probe question (the tiny scale's): enough valid successes per question for mode
+        # retention (m_min = 3) and both outcomes per question for the paired ratios
+        "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=8", "passk.questions=6", "passk.n=4",
         "aggregate.bootstrap_resamples=200",
         "judge.labeller=llm", f"judge.base_url={json.dumps(url)}", f"codebook.base_url={json.dumps(url)}",
         "judge.model=scripted", "codebook.model=scripted"]
