@@ -98,9 +98,9 @@ def rehearse(models: Path, tmp_path: Path, extra_overrides=()) -> None:
     # Table A9 diagnoses a collapsed run; a healthy run has nothing to put there, and says so
     assert rows.pop("Table A9").startswith("empty: No run fires the failure detector")
     assert all(status == "rendered" for status in rows.values()), rows
-    assert (results / "3b" / "tables" / "tableA6.md").read_text().count("grpo") >= 1  # mode retention
-    greedy = (results / "3b" / "tables" / "table1.md").read_text()
-    assert "grpo" in greedy
+    assert "GRPO" in (results / "3b" / "tables" / "tableA6.md").read_text()  # mode retention
+    table1 = (results / "3b" / "tables" / "table1.md").read_text()
+    assert "+ GRPO (3B)" in table1 and all(b in table1 for b in ("AIME'24", "AIME'25", "MATH 500", "AMC'23", "Minerva"))
     assert "- none" in report.split("## Missing inputs")[1].split("##")[0]
 
     # the real benchmarks were evaluated (files, loaders, tables), and the LLM labelled (not the rules)
