@@ -181,6 +181,20 @@ def _base_settings(cdir: str) -> dict[str, Setting]:
     return _read_settings(Path(cdir) / "base.toml")
 
 
+def objective_defaults(method: str) -> dict[str, Any]:
+    """An objective's settings as configs/objectives.toml gives them (no scale, no override): the values
+    `train.objectives.batch_loss` starts from; the same reader `load_config` uses for objectives.*."""
+    check_choice("method", method, METHODS)
+    prefix = f"{method}."
+    table = _objective_settings(str(configs_dir()))
+    return {k[len(prefix):]: s.value for k, s in table.items() if k.startswith(prefix)}
+
+
+@lru_cache(maxsize=4)
+def _objective_settings(cdir: str) -> dict[str, Setting]:
+    return _read_settings(Path(cdir) / "objectives.toml")
+
+
 def base_default(key: str):
     """A dataclass `default_factory` giving `key`'s value in configs/base.toml (read when first needed)."""
     return lambda: base_value(key)

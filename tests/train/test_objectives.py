@@ -201,3 +201,10 @@ def test_dapo_shaping_on_the_01_reward_has_dapo_s_strength_on_the_pm1_reward():
     ours = group_advantages(r + overlong_penalty(lengths, 1000, 0.2, factor), g, "group", 1e-12)
     theirs = group_advantages((2 * r - 1) + overlong_penalty(lengths, 1000, 0.2, 1.0), g, "group", 1e-12)
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_loss_defaults_are_the_run_configuration_s(name):
+    from rcea.config import load_config
+
+    assert default_settings(name) == load_config("7b", name).objective()

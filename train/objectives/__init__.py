@@ -10,13 +10,11 @@ TRL subclass (train/trainer.py) runs them at the two TRL hooks.
 
 from __future__ import annotations
 
-import tomllib
 from typing import Any
 
 import torch
 
-from rcea.config import METHODS
-from rcea.paths import configs_dir
+from rcea.config import METHODS, objective_defaults
 # Registered in this order (the order error messages list them): the order of rcea.config.METHODS.
 from train.objectives import grpo, dapo, clip_cov, kl_cov, ep_grpo, gtpo, archer  # noqa: F401, I001
 from train.objectives.loss import Normalisers, TokenBatch, objective_loss
@@ -31,11 +29,10 @@ __all__ = ["NAMES", "REGISTRY", "Normalisers", "Objective", "TokenBatch", "batch
 
 
 def default_settings(name: str) -> dict[str, Any]:
-    """The objective's defaults from configs/objectives.toml (the reproduction values)."""
+    """The objective's defaults from configs/objectives.toml (the reproduction values), through the same
+    reader as the run configuration (rcea.config)."""
     get(name)
-    with (configs_dir() / "objectives.toml").open("rb") as fh:
-        table = tomllib.load(fh)
-    return {k: v["value"] for k, v in table[name].items()}
+    return objective_defaults(name)
 
 
 def resolve_settings(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
