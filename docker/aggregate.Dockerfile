@@ -22,7 +22,9 @@ COPY --from=uv /uv /usr/local/bin/uv
 RUN uv venv --python /usr/local/bin/python3.11 /opt/venv
 COPY lockfiles/aggregate.txt /tmp/aggregate.txt
 RUN uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/aggregate.txt \
- && uv pip check && rm /tmp/aggregate.txt
+ && uv pip check \
+ && echo "aggregate.txt:sha256:$(sha256sum /tmp/aggregate.txt | cut -c1-16)" > /opt/venv/rcea-lockfile.txt \
+ && rm /tmp/aggregate.txt
 
 # A numeric non-root user (the host's UID/GID, so bind mounts and named volumes stay writable).
 RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 1; fi \
@@ -31,6 +33,9 @@ RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 
  && mkdir -p /workspace/data \
  && chown -R "${APP_UID}:${APP_GID}" /workspace
 
+# The commit the code below comes from (`invoke build` passes it; manifests read it, rcea/provenance.py).
+ARG RCEA_GIT_COMMIT=unknown
+ENV RCEA_GIT_COMMIT=${RCEA_GIT_COMMIT}
 WORKDIR /workspace
 COPY rcea /workspace/rcea
 COPY mathdata /workspace/mathdata

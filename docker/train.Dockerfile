@@ -18,12 +18,21 @@ ENV UV_PYTHON_INSTALL_DIR=/opt/python UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV
     HOME=/home/rcea USER=rcea PYTHONUNBUFFERED=1
 COPY --from=uv /uv /usr/local/bin/uv
 
+# A C toolchain: Triton (pinned with torch) builds a small launcher module with the system C compiler the
+# first time a kernel runs, and vLLM compiles kernels when its engine starts; the CUDA base images do not
+# promise one. Ubuntu 22.04's build-essential (gcc 11, make, libc headers), version pinned.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends build-essential=12.9ubuntu3 \
+ && rm -rf /var/lib/apt/lists/*
+
 # Python 3.11 (Ubuntu 22.04 ships 3.10; uv fetches the pinned uv's python-build-standalone 3.11) and the
-# locked environment: hashes required, no resolution, wheels only. No apt step: uv brings its own TLS roots.
+# locked environment: hashes required, no resolution, wheels only. uv brings its own TLS roots.
 RUN uv python install 3.11 && uv venv --python 3.11 /opt/venv
 COPY lockfiles/train.txt /tmp/train.txt
 RUN uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/train.txt \
- && uv pip check && rm /tmp/train.txt
+ && uv pip check \
+ && echo "train.txt:sha256:$(sha256sum /tmp/train.txt | cut -c1-16)" > /opt/venv/rcea-lockfile.txt \
+ && rm /tmp/train.txt
 
 # A numeric non-root user (the host's UID/GID, so bind mounts and named volumes stay writable).
 RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 1; fi \
@@ -32,6 +41,9 @@ RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 
  && mkdir -p /workspace/data /cache/hf \
  && chown -R "${APP_UID}:${APP_GID}" /workspace /cache
 
+# The commit the code below comes from (`invoke build` passes it; manifests read it, rcea/provenance.py).
+ARG RCEA_GIT_COMMIT=unknown
+ENV RCEA_GIT_COMMIT=${RCEA_GIT_COMMIT}
 WORKDIR /workspace
 COPY rcea /workspace/rcea
 COPY mathdata /workspace/mathdata

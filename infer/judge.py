@@ -182,8 +182,13 @@ def calibrate(labels: Path, judge=None) -> dict:
 
 def settings_for(scale: str, args) -> LLMSettings:
     from rcea.config import load_config
-    return LLMSettings.from_config(load_config(scale), "judge", base_url=args.base_url, model=args.model,
-                                   concurrency=args.concurrency, progress=not args.no_progress)
+    from rcea.hub import record
+
+    cfg = load_config(scale)
+    settings = LLMSettings.from_config(cfg, "judge", base_url=args.base_url, model=args.model,
+                                       concurrency=args.concurrency, progress=not args.no_progress)
+    record("judge", settings.model, cfg["judge.model_revision"])   # what the server was started with
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:

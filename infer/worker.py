@@ -29,7 +29,7 @@ def queue_path(scale: str) -> Path:
 
 
 def resolve_model(cfg) -> str:
-    """The tiny model (built on demand), a local copy under data/models/, or the hub id."""
+    """The tiny model (built on demand), a local copy under data/models/, or a snapshot at model.revision."""
     from rcea.tiny import model_path
 
     name = cfg["model.name"]
@@ -37,8 +37,11 @@ def resolve_model(cfg) -> str:
         return model_path(cfg)
     for local in (data_dir() / "models" / name, data_dir() / "models" / name.split("/")[-1]):
         if (local / "config.json").exists():
+            from rcea.hub import record
+
+            record("model", name, f"local-copy:{local.name}")
             return str(local)
-    return name
+    return model_path(cfg)   # a local snapshot at model.revision
 
 
 class Context:

@@ -142,8 +142,8 @@ def load_train_records(cfg, tokenizer=None) -> list[dict[str, Any]]:
         files = [mathdata_dir() / f for f in cfg["data.offline_train_files"]]
         ds = _load_json_files(files)
     else:
-        import datasets
-        ds = datasets.load_dataset(cfg["data.train_pool"], split=cfg["data.train_pool_split"])
+        from rcea.hub import load_train_pool
+        ds = load_train_pool(cfg["data.train_pool"], cfg["data.train_pool_split"], cfg["data.train_pool_revision"])
     records = []
     for r in ds:
         problem, answer = _problem_text(r), _reference_answer(r)

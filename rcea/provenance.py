@@ -22,7 +22,9 @@ def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project_root(), capture_output=True,
                              text=True, timeout=5)
-        commit = out.stdout.strip() or "unknown"
+        commit = out.stdout.strip()
+        if not commit:   # not a checkout (an image has no .git): the commit baked in at build time
+            return os.environ.get("RCEA_GIT_COMMIT", "unknown")
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=project_root(),
                                capture_output=True, text=True, timeout=5).stdout.strip()
         return commit + ("+dirty" if dirty else "")
@@ -37,6 +39,10 @@ def role() -> str:
 
 @lru_cache(maxsize=1)
 def lockfile_hash() -> str:
+    baked = os.path.join(sys.prefix, "rcea-lockfile.txt")   # written by the image build (docker/*.Dockerfile)
+    if os.path.exists(baked):
+        with open(baked) as fh:
+            return fh.read().strip() or "unknown"
     r = role()
     for name in (f"{r}-cpu.txt", f"{r}.txt"):
         path = project_root() / "lockfiles" / name
@@ -64,11 +70,14 @@ def device() -> str:
 
 
 def provenance() -> dict:
+    from rcea.hub import resolved
+
     return {
         "git_commit": git_commit(),
         "lockfile": lockfile_hash(),
         "libraries": library_versions(),
         "device": device(),
+        "hub_revisions": resolved(),   # {model|train_pool|judge: "repo@commit"} loaded by this process
         "python": platform.python_version(),
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

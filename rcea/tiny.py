@@ -128,5 +128,10 @@ def ensure_policy(cfg) -> Path:
 
 
 def model_path(cfg) -> str:
-    """What every role passes to `from_pretrained` as the base policy: the local tiny policy, or a hub id."""
-    return str(ensure_policy(cfg)) if cfg["model.name"] == "tiny" else cfg["model.name"]
+    """What every role passes to `from_pretrained` as the base policy: the local tiny policy, or a local
+    snapshot of the hub model at `model.revision` (rcea.hub; its commit goes into every manifest)."""
+    if cfg["model.name"] == "tiny":
+        return str(ensure_policy(cfg))
+    from rcea.hub import pinned_model
+
+    return pinned_model(cfg["model.name"], cfg["model.revision"])

@@ -5,7 +5,7 @@ Output folder (default data/train/<scale>/<method>/):
     config/                        the configuration (cfg.write), refused if it differs
     checkpoints/checkpoint-<step>/ PEFT adapter (save_pretrained), optimizer, scheduler, RNG, trainer state,
                                    rcea_trainer_state.pt (+ manifest, written last = complete)
-    steps.jsonl, tb/               per-step log and its TensorBoard mirror
+    steps.jsonl, tb/               per-step log and its TensorBoard mirror (train.report_to; also wandb)
     summary.json                   where everything went, the failure detector's verdict
 """
 
@@ -149,13 +149,53 @@ def grpo_config(cfg: Config, ckpt_dir: Path):
         warmup_ratio=t["warmup_ratio"], optim=t["optimizer"], bf16=t["precision"] == "bf16",
         gradient_checkpointing=t["gradient_checkpointing"], max_steps=t["max_steps"],
         num_train_epochs=t["epochs"], save_strategy="steps", save_steps=t["save_steps"],
-        logging_steps=t["logging_steps"], seed=t["seed"], data_seed=t["seed"], report_to=[],
+        logging_steps=t["logging_steps"], seed=t["seed"], data_seed=t["seed"], report_to=trl_report_to(cfg),
         use_cpu=not gpu, use_vllm=t["use_vllm"], dataloader_num_workers=0, save_only_model=False,
         log_completions=False, disable_tqdm=True,
     )
     if t["use_vllm"]:
-        kwargs.update(vllm_mode="colocate", vllm_importance_sampling_correction=t["vllm_is_correction"])
+        kwargs.update(vllm_mode="colocate", vllm_importance_sampling_correction=t["vllm_is_correction"],
+                      **colocated_vllm(cfg))
     return GRPOConfig(**kwargs)
+
+
+def colocated_vllm(cfg: Config) -> dict:
+    """TRL's colocated-vLLM memory settings of this scale (configs: the reasoning is in their docs)."""
+    t = cfg.section("train")
+    need = cfg["data.max_prompt_tokens"] + t["max_completion_tokens"]
+    if t["vllm_max_model_length"] < need:
+        raise TrainSetupError(f"train.vllm_max_model_length = {t['vllm_max_model_length']} is shorter than a prompt "
+                              f"plus its completion ({need} tokens); set it to at least {need}")
+    if not 0.0 < t["vllm_gpu_memory_utilization"] < 1.0:
+        raise TrainSetupError("train.vllm_gpu_memory_utilization must be a fraction in (0, 1), got "
+                              f"{t['vllm_gpu_memory_utilization']}")
+    return dict(vllm_gpu_memory_utilization=t["vllm_gpu_memory_utilization"],
+                vllm_enable_sleep_mode=t["vllm_enable_sleep_mode"], vllm_max_model_length=t["vllm_max_model_length"])
+
+
+REPORT_TO = ("tensorboard", "wandb", "none")
+
+
+def report_targets(cfg: Config) -> set[str]:
+    """train.report_to as a set: 'tensorboard', 'wandb', 'tensorboard,wandb' or 'none'."""
+    want = {x.strip() for x in str(cfg["train.report_to"]).split(",") if x.strip()}
+    bad = want - set(REPORT_TO)
+    if bad or not want or ("none" in want and len(want) > 1):
+        raise TrainSetupError(f"train.report_to = {cfg['train.report_to']!r}; use tensorboard, wandb, "
+                              "'tensorboard,wandb' or none")
+    return want - {"none"}
+
+
+def trl_report_to(cfg: Config) -> list[str]:
+    """What TRL itself reports to: Weights & Biases when asked (TensorBoard is written by train.monitor's
+    StepLogger into <run>/tb, with resume-safe step numbers, so TRL's own TensorBoard writer stays off)."""
+    if "wandb" not in report_targets(cfg):
+        return []
+    if importlib.util.find_spec("wandb") is None:
+        raise TrainSetupError("train.report_to asks for wandb, which is not installed in this environment; add "
+                              "wandb to lockfiles/train.in (and train-cpu.in), run `invoke lock`, rebuild, and set "
+                              "WANDB_API_KEY; or use train.report_to=tensorboard")
+    return ["wandb"]
 
 
 def lora_config(cfg: Config):
@@ -195,6 +235,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
     from rcea.store import atomic_write_json, write_manifest
     from rcea.stats import FailureThresholds, failure_detector
     from train.monitor import StepLogger, read_steps, truncate_steps
+    from train.progress import ProgressLine
     from train.trainer import ObjectiveGRPOTrainer
 
     check_host(cfg)
@@ -225,7 +266,8 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
     trainer = ObjectiveGRPOTrainer(
         model=model, reward_funcs=[reward_function(reward)], args=grpo_config(cfg, ckpt_dir),
         train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(cfg),
-        callbacks=[StepLogger(steps_path, out / "tb"), *callbacks],
+        callbacks=[StepLogger(steps_path, out / "tb" if "tensorboard" in report_targets(cfg) else None),
+                   ProgressLine(log), *callbacks],
         objective=cfg.method, objective_settings=objective_settings(cfg), refill_seed=cfg["train.seed"],
     )
     _mark_checkpoints_complete(trainer, cfg)

@@ -185,5 +185,8 @@ def publish_command(scale: str) -> list[str]:
 
 
 def build_command(roles) -> list[str]:
-    return compose("build", *[BUILD_SERVICES[r] for r in roles])
+    """The images record the commit they were built from (manifests inside containers name it)."""
+    from rcea.provenance import git_commit
+
+    return compose("build", "--build-arg", f"RCEA_GIT_COMMIT={git_commit()}", *[BUILD_SERVICES[r] for r in roles])
 

@@ -163,7 +163,8 @@ def test_services_run_as_the_host_user_never_root(services):
         assert svc["user"] == "${UID:-1000}:${GID:-1000}", name
     for name, svc in services.items():
         if "build" in svc:
-            assert svc["build"]["args"] == {"APP_UID": "${UID:-1000}", "APP_GID": "${GID:-1000}"}
+            assert svc["build"]["args"] == {"APP_UID": "${UID:-1000}", "APP_GID": "${GID:-1000}",
+                                            "RCEA_GIT_COMMIT": "${RCEA_GIT_COMMIT:-unknown}"}
 
 
 def test_judge_serves_vllm_with_a_health_check(services):

@@ -155,3 +155,38 @@ def test_health_check_where_it_serves():
 def test_dockerignore_keeps_envs_secrets_and_data_out_of_the_context():
     ignored = {ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()}
     assert {".envs", ".env", ".git", "data"} <= ignored
+
+
+@pytest.mark.parametrize("role", ["train", "infer"])
+def test_gpu_images_have_a_c_compiler(role):
+    """Triton builds a launcher module with the system C compiler on first use; vLLM compiles kernels."""
+    runs = " ".join(instructions(role, "RUN"))
+    assert re.search(r"apt-get install[^&]*\b(build-essential|gcc)=\S+", runs), f"{role}: no pinned C compiler"
+    assert "rm -rf /var/lib/apt/lists/*" in runs
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_images_record_their_commit_and_lockfile_hash(role):
+    """Manifests written inside a container name the build's commit and lockfile, not 'unknown'."""
+    assert "RCEA_GIT_COMMIT=unknown" in instructions(role, "ARG")
+    assert any("RCEA_GIT_COMMIT=${RCEA_GIT_COMMIT}" in v for v in instructions(role, "ENV"))
+    lock = f"{role}.txt"
+    assert any(f'echo "{lock}:sha256:$(sha256sum /tmp/{lock} | cut -c1-16)" > /opt/venv/rcea-lockfile.txt' in v
+               for v in instructions(role, "RUN"))
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    assert compose["x-build-args"]["RCEA_GIT_COMMIT"] == "${RCEA_GIT_COMMIT:-unknown}"
+
+
+def test_provenance_reads_what_the_build_baked_in(tmp_path):
+    """Outside a git checkout (an image), the commit comes from the build arg and the lockfile hash from
+    the file the install step wrote into the environment's prefix."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "rcea-lockfile.txt").write_text("infer.txt:sha256:0123456789abcdef\n")
+    code = ("import sys, rcea.provenance as p; sys.prefix = sys.argv[1]; "
+            "p.project_root = lambda: __import__('pathlib').Path(sys.argv[2]); "
+            "print(p.git_commit(), p.lockfile_hash())")
+    out = subprocess.run([sys.executable, "-c", code, str(venv), str(tmp_path)], cwd=ROOT, capture_output=True,
+                         text=True, env={**__import__("os").environ, "RCEA_GIT_COMMIT": "feedbeef",
+                                         "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)}, check=True)
+    assert out.stdout.split() == ["feedbeef", "infer.txt:sha256:0123456789abcdef"]

@@ -14,6 +14,9 @@ from invoke.exceptions import Exit
 
 import tasks
 from rcea.ops import commands, lockfiles, shell, study
+from rcea.provenance import git_commit
+
+COMMIT = git_commit()
 
 ROOT = Path(tasks.__file__).resolve().parent
 LOCAL = {"train": ".envs/train/bin/python", "infer": ".envs/infer/bin/python",
@@ -82,8 +85,8 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("aggregate", {"scale": "3b"},
      ["docker compose run --rm aggregate python -m aggregate --input data/infer/3b/tables "
       "--output data/results/3b --scale 3b"]),
-    ("build", {}, ["docker compose build train infer-cli aggregate"]),
-    ("build", {"role": "infer"}, ["docker compose build infer-cli"]),
+    ("build", {}, [f"docker compose build --build-arg RCEA_GIT_COMMIT={COMMIT} train infer-cli aggregate"]),
+    ("build", {"role": "infer"}, [f"docker compose build --build-arg RCEA_GIT_COMMIT={COMMIT} infer-cli"]),
     ("bootstrap", {}, ["scripts/bootstrap"]),
     ("bootstrap", {"role": "train"}, ["scripts/bootstrap train"]),
     ("test", {}, ["scripts/test"]),
