@@ -50,6 +50,8 @@ WORKDIR /workspace
 COPY rcea /workspace/rcea
 COPY mathdata /workspace/mathdata
 COPY infer /workspace/infer
+# infer.gpu_check measures the chunked entropy with benchmarks.infer.entropy_bench
+COPY benchmarks /workspace/benchmarks
 COPY configs /workspace/configs
 USER ${APP_UID}:${APP_GID}
 # Only the judge service serves (vLLM's OpenAI API on :8000); its health check lives in compose.yaml so

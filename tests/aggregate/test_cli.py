@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aggregate import synth
+from benchmarks import synth
 from aggregate.cli import main
 from aggregate.report import SUMMARY_KEYS
 

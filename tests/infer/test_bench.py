@@ -1,8 +1,8 @@
-"""The benchmark helpers on small inputs (the full run is `python -m infer.bench`)."""
+"""The benchmark helpers on small inputs (the full run is `python -m benchmarks.infer`)."""
 
 import numpy as np
 
-from infer.bench import _chunked, _inputs, _naive, queue_bench, skewed_durations
+from benchmarks.infer import _chunked, _inputs, _naive, queue_bench, skewed_durations
 
 
 def test_bench_methods_agree():
@@ -19,3 +19,14 @@ def test_skewed_workload_and_queue_utilisation():
     r = queue_bench(workers=4, n_jobs=40, total_s=4.0, order="cost")
     assert r["makespan_s"] >= r["ideal_s"] - 0.05                          # cannot beat the work bound
     assert r["busy"] >= 0.8                                                # loose: shared CI CPUs
+
+
+def test_benchmark_runs_as_a_module_of_the_benchmarks_folder():
+    import subprocess
+    import sys
+
+    from rcea.paths import project_root
+
+    out = subprocess.run([sys.executable, "-m", "benchmarks.infer", "--help"], cwd=project_root(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "python -m benchmarks.infer" in out.stdout

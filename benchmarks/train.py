@@ -1,4 +1,4 @@
-"""`python -m train.bench`: each objective's step cost on the tiny model as a ratio to plain TRL GRPO.
+"""`python -m benchmarks.train`: each objective's step cost on the tiny model as a ratio to plain TRL GRPO.
 
 Every trainer generates from the same seed and the same (B = 0) LoRA policy, so the completions agree;
 batches are built once per trainer and reused. Measured as the minimum (loss, rollout) or median (prepare)
@@ -57,7 +57,7 @@ def build(method: str | None, overrides, tmp: Path):
 def main(argv=None) -> int:
     from train.objectives import NAMES
 
-    ap = argparse.ArgumentParser(prog="python -m train.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=15, help="loss+backward repeats per objective")
     ap.add_argument("--gen-reps", type=int, default=5, help="rollout repeats per objective")

@@ -7,7 +7,7 @@
    (sum of job time / (workers x makespan)) with longest-first claims, and with arrival order for contrast.
    Target: at least 95% busy.
 
-    python -m infer.bench [--hidden 256] [--device cpu|cuda] [--skip-entropy] [--skip-queue]
+    python -m benchmarks.infer [--hidden 256] [--device cpu|cuda] [--skip-entropy] [--skip-queue]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def entropy_bench(T: int, H: int, V: int, chunk: int, device: str, rounds: int =
         return [measure(m, T, H, V, chunk, device, repeats=1 + rounds) for m in ("chunked", "naive")]
     results = {}
     for method in ("chunked", "naive"):
-        cmd = [sys.executable, "-m", "infer.bench", "--_child", method, "--T", str(T), "--hidden", str(H),
+        cmd = [sys.executable, "-m", "benchmarks.infer", "--_child", method, "--T", str(T), "--hidden", str(H),
                "--V", str(V), "--chunk", str(chunk), "--device", device]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         results[method] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -156,7 +156,7 @@ def queue_bench(workers: int = 8, n_jobs: int = 160, total_s: float = 48.0, orde
 
 # ----------------------------------------------------------------------------- main
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m infer.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.infer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--T", type=int, default=T_LONG)
     p.add_argument("--V", type=int, default=V_QWEN)

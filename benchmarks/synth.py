@@ -1,4 +1,4 @@
-"""Synthetic datasets in the RCEA sample schema, for tests and the benchmark (``aggregate.bench``).
+"""Synthetic datasets in the RCEA sample schema, for tests and the benchmark (``python -m benchmarks.aggregate``).
 
 Not a model of the paper's results: rewards, lengths and entropies follow simple seeded
 distributions chosen so every analysis has something to compute (failures longer and more
@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-METHODS = ("grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo")
+from rcea.config import METHODS as ALL_METHODS
+
+METHODS = tuple(m for m in ALL_METHODS if m != "archer")  # the paper's six compared objectives
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""``python -m aggregate.bench``: paper-scale timing of the aggregation role.
+"""``python -m benchmarks.aggregate``: paper-scale timing of the aggregation role.
 
 Generates a synthetic paper-scale dataset in memory (12 runs x 5 probe checkpoints + 2 bases,
 200 questions x 32 samples, ~600 tokens per sample; token rows at the 12 final checkpoints, ~46M
@@ -32,7 +32,7 @@ def cpu_seconds() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m aggregate.bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.aggregate", description=__doc__.split("\n\n")[0])
     p.add_argument("--questions", type=int, default=200)
     p.add_argument("--k", type=int, default=32)
     p.add_argument("--tokens", type=int, default=600, help="mean tokens per sample")
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from aggregate import bootstrap, io, probe, synth
+    from aggregate import bootstrap, io, probe
+    from benchmarks import synth
     from aggregate.cli import run
     from aggregate.parallel import n_workers
     from aggregate.settings import AggregateSettings

@@ -1,0 +1,8 @@
+"""Benchmarks and synthetic data, outside the role packages. Each runs in its role's environment:
+
+    .envs/train/bin/python -m benchmarks.train          each objective's step cost vs plain TRL GRPO
+    .envs/infer/bin/python -m benchmarks.infer          chunked vs naive entropy; worker utilisation
+    .envs/aggregate/bin/python -m benchmarks.aggregate  paper-scale aggregation vs a naive bootstrap loop
+
+`benchmarks.synth` builds synthetic tables in the sample schema (the aggregation tests and benchmark use it).
+"""
