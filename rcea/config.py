@@ -27,6 +27,17 @@ SCALES = ("tiny", "3b", "7b")
 STATUSES = {"S": "stated", "R": "reconstructed", "C": "chosen"}
 
 
+
+# Transport settings: where an LLM endpoint lives, how its key is found, how many requests run at once
+# and how long to wait. Results do not depend on them (responses are cached per request), so they are
+# recorded in each run's resolved.json but left out of the configuration hash.
+NOT_IN_HASH = frozenset({
+    "judge.base_url", "judge.api_key_env", "judge.concurrency", "judge.timeout_s", "judge.max_retries",
+    "judge.max_retry_after_s", "codebook.base_url", "codebook.api_key_env", "codebook.api_key_file",
+    "codebook.concurrency", "train.report_to",
+})
+
+
 class ConfigError(ValueError):
     """A configuration problem; the message says what is valid."""
 
@@ -140,7 +151,11 @@ class Config:
         }
 
     def hash(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        """Identity of the run: every setting except those that only say where or how fast a service is
+        reached (`NOT_IN_HASH`), so moving the judge to another port does not orphan finished runs."""
+        d = self.to_dict()
+        d["settings"] = {k: v for k, v in d["settings"].items() if k not in NOT_IN_HASH}
+        blob = json.dumps(d, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def write(self, run_dir: str | Path) -> Path:

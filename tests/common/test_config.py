@@ -77,6 +77,19 @@ def test_write_copies_verbatim_and_refuses_a_different_config(tmp_path):
         other.write(tmp_path)
 
 
+def test_endpoint_settings_do_not_change_the_run_identity(tmp_path):
+    """A study rerun against a judge on another port must reuse the finished training runs."""
+    from rcea.config import NOT_IN_HASH
+
+    cfg = load_config("tiny", "grpo")
+    assert NOT_IN_HASH <= set(cfg.to_dict()["settings"]), "NOT_IN_HASH names a setting that does not exist"
+    cfg.write(tmp_path)
+    moved = load_config("tiny", "grpo", ['judge.base_url="http://127.0.0.1:9/v1"', "codebook.concurrency=2"])
+    assert moved.hash() == cfg.hash()
+    moved.write(tmp_path)  # accepted: same run
+    assert load_config("tiny", "grpo", ["judge.temperature=0.5"]).hash() != cfg.hash()
+
+
 def test_environment_overrides_apply_before_command_line(monkeypatch):
     monkeypatch.setenv("RCEA_OVERRIDES", "train.max_steps=7; train.seed=3")
     cfg = load_config("tiny", "grpo", ["train.seed=5"])
