@@ -123,7 +123,7 @@ def read_parquet(path: str | Path, **kwargs):
 
     Given a plain local path, pandas opens a Python file object and hands it to Arrow, whose I/O
     threads then read through Python; such processes aborted at exit ("terminate called without an
-    active exception", SIGABRT) in about one run in six on a loaded machine, none when Arrow is
+    active exception", SIGABRT) in 5 to 11 runs of 60 on a loaded machine, none when Arrow is
     given the path (scripts/faults/parquet_exit.py). Every project read of Parquet goes through here.
     """
     import pandas as pd

@@ -5,7 +5,7 @@ active exception")? Runs N short reader processes per mode, P at a time, and pri
 
 modes: `file-object` reads each part as pandas.read_parquet does for a local path by default (a Python
 file object handed to Arrow); `rcea.store` reads through rcea.store.read_table (by path). Measured on
-the 2-core development machine under load: file-object 11 of 60 aborted, rcea.store 0 of 60.
+the 2-core development machine under load: file-object 11 and 5 of 60 aborted (rc -6), rcea.store 0 of 60.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Reading Parquet through the project's helpers never aborts the interpreter at exit.
 
 pandas.read_parquet opens a Python file object for a local path and hands it to Arrow; processes that
-read that way died at exit with "terminate called without an active exception" (SIGABRT) in about one
-run in six on a loaded 2-core machine (scripts/faults/parquet_exit.py measures it). rcea.store reads by
+read that way died at exit with "terminate called without an active exception" (SIGABRT) in 5 to 11 runs
+of 60 on a loaded 2-core machine (scripts/faults/parquet_exit.py measures it). rcea.store reads by
 path through Arrow's own filesystem instead.
 """
 
