@@ -1,0 +1,123 @@
+"""infer image (vLLM 0.23.0): every argument the vLLM backend builds is accepted by the real classes."""
+
+import dataclasses
+import inspect
+from importlib import metadata
+from typing import get_args
+
+import pytest
+
+ROLE = "infer"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def only_in_the_infer_contract_env():
+    if not metadata.version("vllm").startswith("0.23."):
+        pytest.skip("the infer image's vLLM is 0.23 (this environment has another)")
+
+
+def _worker_engine_kwargs():
+    """What infer.worker builds for the 3b and 7b scales, through the backend's own function."""
+    from infer.backends.vllm_args import engine_kwargs
+    from rcea.config import load_config
+    from rcea.lora_ranks import max_lora_rank
+
+    out = []
+    for scale in ("3b", "7b"):
+        cfg = load_config(scale)
+        out.append(engine_kwargs(cfg["model.name"], max_lora_rank(cfg["train.lora_rank"]),
+                                 max_model_len=2048 + cfg["eval.max_new_tokens"], revision=cfg["model.revision"]))
+    out.append(engine_kwargs("m", 8, dtype="float16", gpu_memory_utilization=0.3, enforce_eager=True))  # test_gpu
+    return out
+
+
+def test_engine_arguments_are_engine_args_fields_and_construct():
+    from vllm.engine.arg_utils import EngineArgs
+
+    fields = {f.name for f in dataclasses.fields(EngineArgs)}
+    for kw in _worker_engine_kwargs():
+        assert set(kw) <= fields, set(kw) - fields
+        args = EngineArgs(**kw)                     # the object LLM(...) builds from its keyword arguments
+        assert args.logprobs_mode == "processed_logprobs" and args.enable_lora
+
+
+def _llm_source():
+    """vllm/entrypoints/llm.py, read as text: importing vllm.LLM pulls in the server stack (metrics,
+    tokenizers of every kind), which the contract environment leaves out."""
+    import ast
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    path = Path(find_spec("vllm").submodule_search_locations[0]) / "entrypoints" / "llm.py"
+    return ast.parse(path.read_text())
+
+
+def _llm_method(name):
+    import ast
+
+    cls = next(n for n in ast.walk(_llm_source()) if isinstance(n, ast.ClassDef) and n.name == "LLM")
+    return next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_llm_passes_unknown_keywords_to_engine_args():
+    init = _llm_method("__init__")
+    assert init.args.kwarg is not None and "model" in [a.arg for a in init.args.args + init.args.kwonlyargs]
+
+
+def test_literal_valued_arguments_are_among_vllm_choices():
+    from vllm.config.lora import LoRAConfig, MaxLoRARanks
+    from vllm.config.model import LogprobsMode
+
+    from infer.backends.vllm_args import LOGPROBS_MODE, LORA_DTYPES
+    from rcea.lora_ranks import VLLM_LORA_RANKS
+
+    assert VLLM_LORA_RANKS["0.23"] == get_args(MaxLoRARanks)
+    assert LOGPROBS_MODE in get_args(LogprobsMode)
+    for kw in _worker_engine_kwargs():
+        LoRAConfig(max_lora_rank=kw["max_lora_rank"], max_loras=kw["max_loras"])   # pydantic-validated
+    from vllm.config.lora import LoRADType
+    assert set(LORA_DTYPES) <= set(get_args(LoRADType))
+    with pytest.raises(Exception):
+        LoRAConfig(max_lora_rank=24)               # vLLM itself refuses what rcea.lora_ranks refuses
+
+
+def test_sampling_params_construct():
+    from vllm import SamplingParams
+
+    from infer.backends.vllm_args import sampling_kwargs
+    from rcea.config import load_config
+
+    cfg = load_config("3b")
+    for kw in (sampling_kwargs(True, cfg["eval.max_new_tokens"], [151643, 151645]),
+               sampling_kwargs(False, cfg["passk.max_new_tokens"], [151643], cfg["passk.temperature"],
+                               cfg["passk.top_p"], seed=63),
+               sampling_kwargs(False, cfg["probe.max_new_tokens"], [151643], cfg["probe.temperature"],
+                               cfg["probe.top_p"], seed=2027)):
+        sp = SamplingParams(**kw)
+        assert sp.max_tokens == kw["max_tokens"] and sp.logprobs == 0 and sp.n == 1
+
+
+def test_lora_request_constructs(tmp_path):
+    from vllm.lora.request import LoRARequest
+
+    from infer.backends.vllm_args import AdapterIds, lora_request_kwargs
+
+    for step in (50, 100):
+        d = tmp_path / f"checkpoint-{step}"
+        d.mkdir()
+        (d / "adapter_config.json").write_text("{}")
+    ids = AdapterIds()
+    reqs = [LoRARequest(**lora_request_kwargs(tmp_path / f"checkpoint-{s}", ids)) for s in (50, 100)]
+    assert reqs[0].lora_int_id != reqs[1].lora_int_id and reqs[0].lora_path.endswith("checkpoint-50")
+
+
+def test_backend_reads_only_attributes_that_exist():
+    """VLLMBackend calls llm.get_tokenizer(), llm.generate(..., lora_request=), llm.reset_prefix_cache() (gpu_check)
+    and llm.llm_engine.model_config.get_vocab_size()."""
+    from vllm.config.model import ModelConfig
+
+    assert callable(getattr(ModelConfig, "get_vocab_size"))
+    for name in ("get_tokenizer", "reset_prefix_cache"):
+        _llm_method(name)
+    gen = _llm_method("generate")
+    assert "lora_request" in [a.arg for a in gen.args.args + gen.args.kwonlyargs]

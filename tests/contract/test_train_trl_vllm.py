@@ -1,0 +1,89 @@
+"""train image (TRL 0.29.0 + vLLM 0.11.0): the colocated engine TRL builds from our GRPOConfig is accepted
+by the real vLLM 0.11 classes. (That the GRPOConfig itself validates in TRL: tests/train/test_grpo_config_trl.py.)
+Runs where vLLM 0.11 is installed next to the train environment; skipped elsewhere."""
+
+import ast
+import dataclasses
+import inspect
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from rcea.config import load_config
+
+
+@pytest.fixture(scope="module", autouse=True)
+def only_in_the_train_contract_env():
+    if not metadata.version("vllm").startswith("0.11."):
+        pytest.skip("the train image's vLLM is 0.11 (this environment has another)")
+    assert metadata.version("trl") == "0.29.0"
+
+
+@pytest.fixture
+def bf16_allowed(monkeypatch):
+    """The ONLY patch: Transformers refuses bf16=True without a bf16-capable GPU (training_args checks
+    is_torch_bf16_gpu_available); on this CPU-only machine we say the GPU is there. Every other check of
+    TrainingArguments and GRPOConfig runs as on the GPU host."""
+    import transformers.training_args as ta
+
+    monkeypatch.setattr(ta, "is_torch_bf16_gpu_available", lambda: True)
+
+
+def _trl_llm_keywords() -> set[str]:
+    """The keyword names TRL 0.29.0 passes to vllm.LLM(...) in colocate mode, read from its source."""
+    import trl.generation.vllm_generation as vg
+
+    tree = ast.parse(Path(vg.__file__).read_text())
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "LLM"]
+    assert len(calls) == 1
+    return {k.arg for k in calls[0].keywords}
+
+
+@pytest.mark.parametrize("scale", ["3b", "7b"])
+def test_trl_colocated_engine_arguments_are_accepted_by_vllm_011(bf16_allowed, tmp_path, scale):
+    from vllm.engine.arg_utils import EngineArgs
+
+    from train.run import grpo_config
+
+    args = grpo_config(load_config(scale, "grpo"), tmp_path)
+    fields = {f.name for f in dataclasses.fields(EngineArgs)}
+    assert _trl_llm_keywords() <= fields, _trl_llm_keywords() - fields
+    # what TRL passes, with this scale's values (VLLMGeneration.__init__, colocate branch)
+    engine = EngineArgs(model="Qwen/Qwen2.5-3B", tensor_parallel_size=args.vllm_tensor_parallel_size,
+                        gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+                        max_model_len=args.vllm_max_model_length,
+                        max_num_seqs=args.per_device_train_batch_size * args.steps_per_generation,
+                        enable_sleep_mode=args.vllm_enable_sleep_mode, model_impl=args.vllm_model_impl,
+                        distributed_executor_backend="external_launcher", seed=0, max_num_batched_tokens=4096,
+                        logprobs_mode="processed_logprobs", quantization=None)
+    assert engine.max_model_len >= 204 + args.max_completion_length
+
+
+def test_trl_sampling_params_are_accepted_by_vllm_011(bf16_allowed, tmp_path):
+    from vllm import SamplingParams
+
+    from train.run import grpo_config
+
+    args = grpo_config(load_config("3b", "grpo"), tmp_path)
+    sp = SamplingParams(n=1, repetition_penalty=args.repetition_penalty, temperature=args.temperature,
+                        top_p=args.top_p, top_k=args.top_k if args.top_k is not None else -1, min_p=0.0,
+                        max_tokens=args.max_completion_length, logprobs=0)
+    assert sp.max_tokens == 2048 and sp.temperature == 1.0
+
+
+def test_vllm_011_lora_ranks_match_ours():
+    """vLLM 0.11 checks the rank in LoRAConfig.__post_init__ (not a Literal type): probe it."""
+    from vllm.config.lora import LoRAConfig
+
+    from rcea.lora_ranks import VLLM_LORA_RANKS
+
+    accepted = []
+    for r in (1, 2, 8, 16, 24, 32, 64, 128, 256, 320, 512, 1024):
+        try:
+            LoRAConfig(max_lora_rank=r)
+            accepted.append(r)
+        except Exception:
+            pass
+    assert tuple(accepted) == VLLM_LORA_RANKS["0.11"]
+    assert "max_lora_rank" in inspect.signature(LoRAConfig).parameters
