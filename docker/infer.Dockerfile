@@ -50,6 +50,7 @@ WORKDIR /workspace
 COPY rcea /workspace/rcea
 COPY mathdata /workspace/mathdata
 COPY infer /workspace/infer
+COPY benchmarks /workspace/benchmarks
 # infer.gpu_check measures the chunked entropy with benchmarks.infer.entropy_bench
 COPY benchmarks /workspace/benchmarks
 COPY configs /workspace/configs

@@ -190,3 +190,18 @@ def test_provenance_reads_what_the_build_baked_in(tmp_path):
                          text=True, env={**__import__("os").environ, "RCEA_GIT_COMMIT": "feedbeef",
                                          "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)}, check=True)
     assert out.stdout.split() == ["feedbeef", "infer.txt:sha256:0123456789abcdef"]
+
+
+@pytest.mark.parametrize("role", ["train", "infer"])
+def test_the_device_check_finds_every_first_party_module_it_imports_in_its_image(role):
+    """`python -m <role>.gpu_check` runs inside the image: each project package it imports is copied."""
+    import ast
+
+    copied = {c.split()[0] for c in instructions(role, "COPY") if not c.startswith("--from")}
+    first_party = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    for path in (ROOT / role / "gpu_check.py", ROOT / "rcea" / "device_check.py"):
+        tree = ast.parse(path.read_text())
+        mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        needed = {m.split(".")[0] for m in mods} & first_party
+        assert needed <= copied, f"{role} image lacks {needed - copied} (imported by {path.name})"
