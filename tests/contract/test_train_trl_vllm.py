@@ -32,9 +32,10 @@ def bf16_allowed(monkeypatch):
 
 def _trl_llm_keywords() -> set[str]:
     """The keyword names TRL 0.29.0 passes to vllm.LLM(...) in colocate mode, read from its source."""
-    import trl.generation.vllm_generation as vg
+    from importlib.util import find_spec
 
-    tree = ast.parse(Path(vg.__file__).read_text())
+    source = Path(find_spec("trl").submodule_search_locations[0]) / "generation" / "vllm_generation.py"
+    tree = ast.parse(source.read_text())   # read, not imported: importing it loads vLLM's whole server stack
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "LLM"]
     assert len(calls) == 1
     return {k.arg for k in calls[0].keywords}

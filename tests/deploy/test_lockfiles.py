@@ -141,16 +141,17 @@ def test_invoke_lock_commands_regenerate_the_committed_locks_byte_for_byte(tmp_p
         assert got == text(name), f"lockfiles/{name}.txt is not what `invoke lock --name {name}` produces"
 
 
-def test_contract_lock_blocks_are_verbatim_copies_of_the_image_lock():
-    """lockfiles/contract-infer.txt installs exactly the infer image's vLLM and its import-time packages:
-    every pin with its hashes must equal the block in infer.txt."""
+@pytest.mark.parametrize("role, vllm", [("infer", "0.23.0"), ("train", "0.11.0")])
+def test_contract_lock_blocks_are_verbatim_copies_of_the_image_lock(role, vllm):
+    """lockfiles/contract-<role>.txt installs exactly the image's vLLM and its import-time packages:
+    every pin with its hashes must equal the block in <role>.txt."""
     import re as _re
 
     pat = _re.compile(r"^([A-Za-z0-9_.\-]+)==(\S+) \\\n((?:    --hash=sha256:[0-9a-f]+(?: \\)?\n)+)", _re.M)
-    image = {m.group(1).lower(): m.group(0) for m in pat.finditer(text("infer"))}
-    contract = {m.group(1).lower(): m.group(0) for m in pat.finditer(text("contract-infer"))}
-    assert "vllm" in contract and contract["vllm"].startswith("vllm==0.23.0 ")
+    image = {m.group(1).lower(): m.group(0) for m in pat.finditer(text(role))}
+    contract = {m.group(1).lower(): m.group(0) for m in pat.finditer(text(f"contract-{role}"))}
+    assert "vllm" in contract and contract["vllm"].startswith(f"vllm=={vllm} ")
     for name, block in contract.items():
-        assert image.get(name) == block, f"contract-infer.txt: {name} differs from infer.txt"
-    body = [ln for ln in text("contract-infer").splitlines() if ln and not ln.startswith("#")]
+        assert image.get(name) == block, f"contract-{role}.txt: {name} differs from {role}.txt"
+    body = [ln for ln in text(f"contract-{role}").splitlines() if ln and not ln.startswith("#")]
     assert sum(1 for ln in body if "==" in ln) == len(contract)      # nothing unparsed, nothing unhashed
