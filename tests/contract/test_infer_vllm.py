@@ -1,7 +1,6 @@
 """infer image (vLLM 0.23.0): every argument the vLLM backend builds is accepted by the real classes."""
 
 import dataclasses
-import inspect
 from importlib import metadata
 from typing import get_args
 
