@@ -1,10 +1,23 @@
 """The GRPOConfig of every objective at 3b and 7b validates in the real TRL 0.29.0 (this environment's)."""
 
+import os
 from importlib import metadata
 
 import pytest
 
 from rcea.config import METHODS, load_config
+
+
+@pytest.fixture(autouse=True)
+def environment_restored():
+    """TrainingArguments(bf16=True) writes ACCELERATE_MIXED_PRECISION=bf16 into os.environ; left there,
+    every later tiny training run in this pytest process trained under bf16 autocast (seen as gradients
+    that moved with the micro-batch split in test_loss_seam). Production builds one configuration per
+    process; here the environment is put back after each test."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.fixture
