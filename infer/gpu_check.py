@@ -21,7 +21,6 @@ speed are real while the numbers are not. Checks, each in its own process so GPU
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -157,34 +156,23 @@ def dispatch(args: list[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m infer.gpu_check", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cpu", action="store_true", help="tiny shapes on CPU (CI); the default needs a CUDA GPU")
-    p.add_argument("--shapes", default="3b,7b", help="real shapes to score (3b, 7b)")
-    p.add_argument("--_part", nargs="+", default=None, help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
+    from rcea.device_check import check_parser, finish, gpu_present, run_part
+
+    a = check_parser("infer.gpu_check", __doc__, "real shapes to score (3b, 7b)").parse_args(argv)
     if a._part:
         print(json.dumps(dispatch(a._part)))
         return 0
-    import torch
-
     if a.cpu:
         device, shapes, sizes, ent = "cpu", ["tiny"], ["4", "32", "128"], ["1024", "64", "32768", "64"]
-    else:
-        if not torch.cuda.is_available():
-            print("no CUDA GPU visible: run this on a GPU host (or `--cpu` for the tiny-shape version)")
-            return 2
+    elif gpu_present():
         device, shapes, sizes, ent = "cuda", a.shapes.split(","), ["8", "204", "2048"], ["2048", "2048", "151936", "256"]
-        print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
-    from rcea.device_check import report, run_part
-
+    else:
+        return 2
     t0 = time.perf_counter()
     results = [run_part("infer.gpu_check", ["score", device, s, *sizes], dispatch) for s in shapes]
     results.append(run_part("infer.gpu_check", ["entropy", device, *ent], dispatch))
     results.append(run_part("infer.gpu_check", ["vllm", device], dispatch))
-    ok = report(results)
-    print(f"{'GPU CHECK PASSED' if ok else 'GPU CHECK FAILED'} ({time.perf_counter() - t0:.0f} s)")
-    return 0 if ok else 1
+    return finish(results, t0)
 
 
 if __name__ == "__main__":

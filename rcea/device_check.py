@@ -49,6 +49,38 @@ def lora_params(shape: str, rank: int, layers: int | None = None) -> int:
     return rank * per_layer * (layers or s["num_hidden_layers"])
 
 
+def check_parser(module: str, doc: str | None, shapes_help: str):
+    """The command line both device checks share: --cpu, --shapes and the hidden --_part of a child run."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cpu", action="store_true", help="tiny shape on CPU (CI); the default needs a CUDA GPU")
+    p.add_argument("--shapes", default="3b,7b", help=shapes_help)
+    p.add_argument("--_part", nargs="+", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def gpu_present() -> bool:
+    """True with a CUDA GPU (its name printed); else says what to run instead."""
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA GPU visible: run this on a GPU host (or `--cpu` for the tiny-shape version)")
+        return False
+    print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    return True
+
+
+def finish(results: list[dict], t0: float) -> int:
+    """The report, then one verdict line with the elapsed time; the exit status."""
+    import time
+
+    ok = report(results)
+    print(f"{'GPU CHECK PASSED' if ok else 'GPU CHECK FAILED'} ({time.perf_counter() - t0:.0f} s)")
+    return 0 if ok else 1
+
+
 def report(results: list[dict]) -> bool:
     """Print one line per check (`{"check", "ok", "detail"}` or `{"check", "skip"}`); True iff none failed."""
     for r in results:

@@ -17,7 +17,6 @@ TRL does), so the (rows x T x V) logits never exist at once.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -114,34 +113,24 @@ def dispatch(args: list[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m train.gpu_check", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cpu", action="store_true", help="tiny shape on CPU (CI); the default needs a CUDA GPU")
-    p.add_argument("--shapes", default="3b,7b", help="real shapes (3b, 7b)")
+    from rcea.device_check import check_parser, finish, gpu_present, run_part
+
+    p = check_parser("train.gpu_check", __doc__, "real shapes (3b, 7b)")
     p.add_argument("--rows", type=int, default=0, help="sequences per step (0: the scale's micro-batch)")
-    p.add_argument("--_part", nargs="+", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a._part:
         print(json.dumps(dispatch(a._part)))
         return 0
-    import torch
-
-    from rcea.device_check import report, run_part
-
     if a.cpu:
         device, shapes, sizes = "cpu", ["tiny"], [16, 64]
-    else:
-        if not torch.cuda.is_available():
-            print("no CUDA GPU visible: run this on a GPU host (or `--cpu` for the tiny-shape version)")
-            return 2
+    elif gpu_present():
         device, shapes, sizes = "cuda", a.shapes.split(","), [PROMPT, COMPLETION]
-        print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    else:
+        return 2
     t0 = time.perf_counter()
     results = [run_part("train.gpu_check", [s, device, str(a.rows or ROWS[s]), *map(str, sizes)], dispatch)
                for s in shapes]
-    ok = report(results)
-    print(f"{'GPU CHECK PASSED' if ok else 'GPU CHECK FAILED'} ({time.perf_counter() - t0:.0f} s)")
-    return 0 if ok else 1
+    return finish(results, t0)
 
 
 if __name__ == "__main__":
