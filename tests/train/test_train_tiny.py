@@ -13,15 +13,18 @@ from train.monitor import STEP_FIELDS, read_steps
 from train.objectives import NAMES
 from train.run import TrainSetupError, run_training
 
-FAST = ["train.max_completion_tokens=8", "train.warmup_ratio=0.0", "train.weight_decay=0.0",
+# The untrained tiny base (no warm start): the synthetic reward needs no skill, and the 1200-step warm
+# start would cost minutes of CPU in a fresh checkout.
+FAST = ["toy.warm_start_steps=0", "train.max_completion_tokens=8", "train.warmup_ratio=0.0", "train.weight_decay=0.0",
         "train.max_steps=3", "data.draw_size=32"]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def prepared_pool():
+    """The tiny policy these runs share, built once into the area's data folder (tests/train/conftest.py)."""
     from rcea.prepare import prepare
 
-    prepare("tiny")
+    prepare("tiny", FAST)
 
 
 def adapter(ckpt: Path) -> dict[str, torch.Tensor]:
