@@ -19,6 +19,7 @@ KEEP = frozenset({
     "RCEA_OFFLINE",      # skip the one test that needs PyPI
     "RCEA_FIND_LINKS",   # the CPU torch wheel folder, set-up configuration like pip's own
     "RCEA_NO_APT",       # scripts/test: do not apt-get chromium
+    "RCEA_TEST_JOBS",    # scripts/test: test areas run at a time
 })
 
 

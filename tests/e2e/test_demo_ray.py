@@ -27,8 +27,11 @@ def test_the_ray_engine_gives_the_default_engines_report_and_tables(demo, tmp_pa
     # The demo's model, training pool and training runs; its measurements, labels and results are not copied.
     shutil.copytree(data, ray_data, ignore=lambda d, names: [n for n in names if Path(d) == data and
                                                                n in ("infer", "results", "logs")])
+    # RAY_ADDRESS=local: a Ray of its own, as with nothing running. Without it, Ray joins the cluster named in
+    # /tmp/ray/ray_current_cluster, which tests/cluster's three-node cluster writes while it runs (scripts/test
+    # runs that area beside this one).
     env = dict(os.environ, RCEA_DATA=str(ray_data), RCEA_RESULTS=str(tmp_path / "results"),
-               RCEA_LEDGER=str(tmp_path / "ledger.sqlite"))
+               RCEA_LEDGER=str(tmp_path / "ledger.sqlite"), RAY_ADDRESS="local")
     env.pop("RCEA_OVERRIDES", None)
     run = subprocess.run([str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS),
                           "--engine", "ray"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
