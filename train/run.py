@@ -208,10 +208,11 @@ def lora_config(cfg: Config):
 
 # ---- checkpoints ----------------------------------------------------------------------------------
 
+STATE_FILE = "rcea_trainer_state.pt"  # the trainer's own state in each checkpoint (train.trainer writes it)
+
 
 def complete_checkpoints(ckpt_dir: Path) -> list[Path]:
     from rcea.store import is_complete
-    from train.trainer import STATE_FILE
 
     found = [p for p in ckpt_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
     return sorted((p for p in found if is_complete(p / STATE_FILE)), key=lambda p: int(p.name.split("-")[-1]))
@@ -234,9 +235,6 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
     from rcea.seeds import seed_everything
     from rcea.store import atomic_write_json, write_manifest
     from rcea.stats import FailureThresholds, failure_detector
-    from train.monitor import StepLogger, read_steps, truncate_steps
-    from train.progress import ProgressLine
-    from train.trainer import ObjectiveGRPOTrainer
 
     check_host(cfg)
     out = Path(output) if output else default_output(cfg.scale, cfg.method)
@@ -254,6 +252,11 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
                               "or choose another --output")
     if resume and start is None:
         log(f"[train] --resume: no complete checkpoint in {ckpt_dir}; starting from step 0")
+    # Imported only now: Transformers and TRL take tens of CPU seconds to import, which a reused run skips.
+    from train.monitor import StepLogger, read_steps, truncate_steps
+    from train.progress import ProgressLine
+    from train.trainer import ObjectiveGRPOTrainer
+
     truncate_steps(steps_path, int(start.name.split("-")[-1]) if start else 0)
 
     if on_cpu(cfg) and "OMP_NUM_THREADS" not in os.environ:
@@ -300,7 +303,6 @@ def _mark_checkpoints_complete(trainer, cfg: Config) -> None:
     from transformers import TrainerCallback
 
     from rcea.store import write_manifest
-    from train.trainer import STATE_FILE
 
     class _Manifest(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):

@@ -24,6 +24,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import use_adapter
 
 from train.objectives import Normalisers, get, objective_loss, token_batch
+from train.run import STATE_FILE
 
 # sha256 of inspect.getsource of the TRL 0.29.0 methods this subclass overrides or relies on.
 TRL_VERSION = "0.29.0"
@@ -36,7 +37,6 @@ TRL_PINNED = {
     "_save_checkpoint": "b6ee0a370c266b6f6ada183d32719e4f689ac7a54086c1ec40a69a79e79921c6",
     "training_step": "9e18632f7dd8e8d8f0ebbdcc4431feb1a9e3c037a02cf8c3aec38aa68ee58814",
 }
-STATE_FILE = "rcea_trainer_state.pt"
 
 
 def trl_method_hashes() -> dict[str, str]:
