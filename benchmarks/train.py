@@ -36,7 +36,8 @@ def build(method: str | None, overrides, tmp: Path):
 
     from rcea.config import load_config
     from rcea.seeds import seed_everything
-    from train.run import grpo_config, load_policy, lora_config, objective_settings, synthetic, training_dataset
+    from train.objectives import settings_for
+    from train.run import grpo_config, load_policy, lora_config, synthetic, training_dataset
     from train.trainer import ObjectiveGRPOTrainer
 
     cfg = load_config("tiny", method or "grpo", overrides)
@@ -48,7 +49,7 @@ def build(method: str | None, overrides, tmp: Path):
     if method is None:
         tr = GRPOTrainer(**common)
     else:
-        tr = ObjectiveGRPOTrainer(**common, objective=method, objective_settings=objective_settings(cfg))
+        tr = ObjectiveGRPOTrainer(**common, objective=method, objective_settings=settings_for(cfg))
     tr.model.train()
     tr.current_gradient_accumulation_steps = cfg["train.grad_accum"]  # set by the training loop otherwise
     return cfg, tr, ds

@@ -38,7 +38,7 @@ class Recorder:
                 if rec.rollout is None:
                     rec.rollout = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v)
                                    for k, v in rollout.items()}
-                    rec.settings = dict(s)
+                    rec.settings = s
                 return obj.prepare(rollout, s)
 
             def token_loss(tb, s):
@@ -84,7 +84,7 @@ def test_trainer_loss_is_batch_loss_on_the_same_rollout(method, tmp_path, monkey
     if tb.initial_entropy is not None:
         batch["initial_entropy"] = tb.initial_entropy
     torch.manual_seed(0)  # Clip-Cov's draw (only used if more candidates than n)
-    expected, _ = batch_loss(method, batch, **rec.settings)
+    expected, _ = batch_loss(method, batch, **rec.settings.as_dict())
     assert rec.loss == pytest.approx(float(expected), rel=1e-5, abs=1e-7)
     assert float(r["rewards"].std()) > 0  # a rollout with signal, so the equality is not 0 == 0
 
@@ -132,7 +132,7 @@ def test_loss_and_gradients_do_not_depend_on_the_ga_split(method):
     batch["rewards"][:4] = 1.0  # one all-correct group: DAPO drops it (rows kept in B, tokens masked)
     settings = resolve_settings(method, {"max_completion_length": 8} if method == "dapo" else {})
     loss1, grad1 = _split_grads(method, batch, settings, 1)
-    whole, _ = batch_loss(method, batch, **settings)  # the oracle-tested entry on the same batch
+    whole, _ = batch_loss(method, batch, **settings.as_dict())  # the oracle-tested entry on the same batch
     assert loss1 == pytest.approx(float(whole), abs=1e-12)
     assert float(grad1.abs().max()) > 0
     for k in (2, 4):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.train.batches import oracle_batch
-from train.objectives import NAMES, batch_loss, default_settings, get
+from train.objectives import NAMES, SettingsError, batch_loss, default_settings, get
 from train.objectives.archer import high_entropy_tokens
 from train.objectives.clip_cov import centred_cov
 from train.objectives.common import group_advantages, overlong_penalty
@@ -39,25 +39,32 @@ def test_registry_lists_valid_names():
     assert set(NAMES) == {"grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer"}
     with pytest.raises(KeyError, match="valid: grpo, dapo"):
         get("ppo")
-    with pytest.raises(KeyError, match="no setting 'eps'"):
+    with pytest.raises(SettingsError, match="no setting 'eps'; valid: loss_type, scale_rewards, adv_eps, epsilon"):
         batch_loss("grpo", oracle_batch(), eps=0.1)
+    with pytest.raises(SettingsError, match="gtpo.loss_type='seq'; valid: grpo, dapo, gtpo_code"):
+        batch_loss("gtpo", oracle_batch(), loss_type="seq")
+    with pytest.raises(SettingsError, match="dapo.dynamic_sampling must be bool, got 1"):
+        batch_loss("dapo", oracle_batch(), dynamic_sampling=1)
+    partial = {k: v for k, v in default_settings("kl_cov").as_dict().items() if k != "kl_cov_ratio"}
+    with pytest.raises(SettingsError, match=r"kl_cov settings lack kl_cov_ratio \(configs/objectives.toml \[kl_cov\]\)"):
+        get("kl_cov").settings.from_values("kl_cov", partial)
 
 
 def test_reproduction_defaults_match_decisions():
-    assert default_settings("dapo")["epsilon_high"] == 0.28
-    assert default_settings("kl_cov")["kl_cov_ratio"] == 2e-3 and default_settings("kl_cov")["ppo_kl_coef"] == 0.5
-    assert default_settings("clip_cov")["clip_cov_ratio"] == 2e-4
+    assert default_settings("dapo").epsilon_high == 0.28
+    assert default_settings("kl_cov").kl_cov_ratio == 2e-3 and default_settings("kl_cov").ppo_kl_coef == 0.5
+    assert default_settings("clip_cov").clip_cov_ratio == 2e-4
     ep = default_settings("ep_grpo")
-    assert (ep["num_buckets"], ep["gate_coef"], ep["progress_weight"], ep["process_scale"]) == (10, 3.0, 0.2, 1.0)
-    assert default_settings("gtpo")["ent_threshold"] == pytest.approx(math.log(2))
+    assert (ep.num_buckets, ep.gate_coef, ep.progress_weight, ep.process_scale) == (10, 3.0, 0.2, 1.0)
+    assert default_settings("gtpo").ent_threshold == pytest.approx(math.log(2))
     ar = default_settings("archer")
-    assert (ar["epsilon"], ar["epsilon_high_entropy"], ar["kl_loss_coef"]) == (0.2, 0.5, 0.001)
+    assert (ar.epsilon, ar.epsilon_high_entropy, ar.kl_loss_coef) == (0.2, 0.5, 0.001)
 
 
 def test_trl_advantages_and_overlong(oracle):
-    adv = group_advantages(oracle["rewards"], oracle["group_ids"])
+    adv = group_advantages(oracle["rewards"], oracle["group_ids"], "group", 1e-4)
     assert adv.tolist() == pytest.approx([0.707007, -0.707007, 0, 0], abs=1e-6)
-    pen = overlong_penalty(torch.tensor([700.0, 800, 900, 1000, 1100]), 1000, 0.2)
+    pen = overlong_penalty(torch.tensor([700.0, 800, 900, 1000, 1100]), 1000, 0.2, 1.0)
     assert pen.tolist() == pytest.approx([0, 0, -0.5, -1, -1])
 
 
@@ -66,7 +73,7 @@ def test_gtpo_intermediates(oracle):
     h = ((oracle["entropy"] * m).sum(-1) / m.sum(-1)).tolist()
     assert h == pytest.approx([0.6, 0.8, 0.4833333, 0.6333333], abs=1e-6)
     assert mean_completion_entropy(oracle["entropy"], m) == pytest.approx(0.6291667, abs=1e-6)
-    adv = group_advantages(oracle["rewards"], oracle["group_ids"], "none")
+    adv = group_advantages(oracle["rewards"], oracle["group_ids"], "none", 1e-4)
     lam, n_conf = conflict_weights(oracle["completion_ids"], m, adv, oracle["group_ids"], 2.0)
     assert lam[0].tolist() == [2, 1, 2] and lam[1].tolist() == [0, 0, 0]
     assert lam[2].tolist() == [1, 1, 1] and n_conf.tolist() == [1, 1, 0, 0]
@@ -98,7 +105,7 @@ def test_ep_grpo_intermediates(oracle):
 
 
 def test_clip_cov_intermediate(oracle):
-    adv = group_advantages(oracle["rewards"], oracle["group_ids"])
+    adv = group_advantages(oracle["rewards"], oracle["group_ids"], "group", 1e-4)
     cov = centred_cov(adv, oracle["logp"], oracle["mask"])
     assert float(cov[0, 2]) == pytest.approx(0.4032, abs=1e-4)
     _, m = batch_loss("clip_cov", oracle, clip_cov_lb=0.1, clip_cov_ratio=0.5)
@@ -194,7 +201,7 @@ def test_clip_cov_draws_exactly_n_candidates():
 def test_dapo_shaping_on_the_01_reward_has_dapo_s_strength_on_the_pm1_reward():
     """DAPO adds R_len (down to -1) to a +/-1 reward; on our 0/1 reward the configured factor must give the
     same group-normalised advantages (up to the std epsilon, taken tiny here)."""
-    factor = default_settings("dapo")["overlong_penalty_factor"]
+    factor = default_settings("dapo").overlong_penalty_factor
     r = torch.tensor([1.0, 0, 1, 0, 1, 1, 0, 0])
     lengths = torch.tensor([700.0, 950, 1100, 820, 990, 600, 1000, 870])
     g = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
@@ -207,4 +214,23 @@ def test_dapo_shaping_on_the_01_reward_has_dapo_s_strength_on_the_pm1_reward():
 def test_batch_loss_defaults_are_the_run_configuration_s(name):
     from rcea.config import load_config
 
-    assert default_settings(name) == load_config("7b", name).objective()
+    record = default_settings(name)
+    assert record.as_dict() == load_config("7b", name).objective()
+    assert type(record) is get(name).settings
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_settings_records_are_typed_frozen_and_carry_no_default(name):
+    import dataclasses
+
+    from rcea.config import objective_defaults
+
+    record = default_settings(name)
+    assert set(type(record).names()) == set(objective_defaults(name))  # one field per TOML key, no more
+    for f in dataclasses.fields(record):
+        assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, f.name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.loss_type = "dapo"
+    assert isinstance(record.adv_eps, float)
+    changed = record.replace(name, adv_eps=1)  # an int where a float is due is taken as that float
+    assert changed.adv_eps == 1.0 and isinstance(changed.adv_eps, float) and record.adv_eps != 1.0

@@ -22,7 +22,7 @@ def test_group_advantages_equal_rcea_stats(seed, scale):
 @pytest.mark.parametrize("seed", range(6))
 def test_clip_cov_covariance_equals_the_proxy_over_valid_tokens(seed):
     b = random_batch(seed, allow_empty=True)
-    adv = group_advantages(b["rewards"], b["group_ids"])
+    adv = group_advantages(b["rewards"], b["group_ids"], "group", 1e-4)
     cov = centred_cov(adv, b["logp"], b["mask"])
     valid = b["mask"] > 0
     a_tok = adv.unsqueeze(1).expand_as(b["logp"])[valid].numpy()

@@ -1,9 +1,10 @@
 """Seven RLVR objectives as pure tensor functions, in an explicit registry (registry.py).
 
 Each objective module defines
+  its settings record (a frozen dataclass, train/objectives/settings.py; the values: configs/objectives.toml),
   prepare(rollout, s) -> dict   group-level work once per rollout (advantages, row `keep`, extras), and
   token_loss(tb: TokenBatch, s) -> (per_token (B, T), extra scalar, metrics)   per micro-batch,
-with `s` its settings from configs/objectives.toml (one default each). `objective_loss` (loss.py) is the one
+with `s` that record. `objective_loss` (loss.py) is the one
 loss function: `batch_loss` runs prepare + objective_loss on one micro-batch that holds whole groups; the
 TRL subclass (train/trainer.py) runs them at the two TRL hooks.
 """
@@ -14,34 +15,40 @@ from typing import Any
 
 import torch
 
-from rcea.config import METHODS, objective_defaults
+from rcea.config import METHODS, Config, objective_defaults
 # Registered in this order (the order error messages list them): the order of rcea.config.METHODS.
 from train.objectives import grpo, dapo, clip_cov, kl_cov, ep_grpo, gtpo, archer  # noqa: F401, I001
 from train.objectives.loss import Normalisers, TokenBatch, objective_loss
 from train.objectives.registry import REGISTRY, Objective, get
+from train.objectives.settings import ObjectiveSettings, SettingsError
 
 if tuple(REGISTRY) != METHODS:  # the method list lives in rcea.config; every method has one objective
     raise ImportError(f"train.objectives registers {tuple(REGISTRY)} but rcea.config.METHODS is {METHODS}")
 NAMES = METHODS
 
-__all__ = ["NAMES", "REGISTRY", "Normalisers", "Objective", "TokenBatch", "batch_loss", "default_settings", "get",
-           "objective_loss", "resolve_settings", "token_batch"]
+__all__ = ["NAMES", "REGISTRY", "Normalisers", "Objective", "ObjectiveSettings", "SettingsError", "TokenBatch",
+           "batch_loss", "default_settings", "get", "objective_loss", "resolve_settings", "settings_for", "token_batch"]
 
 
-def default_settings(name: str) -> dict[str, Any]:
-    """The objective's defaults from configs/objectives.toml (the reproduction values), through the same
-    reader as the run configuration (rcea.config)."""
-    get(name)
-    return objective_defaults(name)
+def default_settings(name: str) -> ObjectiveSettings:
+    """The objective's record with the values of configs/objectives.toml (the reproduction values), read by
+    the same reader as the run configuration (rcea.config)."""
+    return get(name).settings.from_values(name, objective_defaults(name))
 
 
-def resolve_settings(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def resolve_settings(name: str, overrides: dict[str, Any] | None = None) -> ObjectiveSettings:
+    """The defaults with `overrides` applied; an unknown name or a wrong type names the valid ones."""
     s = default_settings(name)
-    for key, value in (overrides or {}).items():
-        if key not in s:
-            raise KeyError(f"{name} has no setting {key!r}; valid: {', '.join(sorted(s))}")
-        s[key] = value
-    return s
+    return s.replace(name, **overrides) if overrides else s
+
+
+def settings_for(cfg: Config) -> ObjectiveSettings:
+    """The record of a run: its objective's settings after scale files and overrides. DAPO's overlong
+    shaping measures against the run's completion budget (train.max_completion_tokens)."""
+    values = cfg.objective()
+    if "max_completion_length" in values:
+        values["max_completion_length"] = cfg["train.max_completion_tokens"]
+    return get(cfg.method).settings.from_values(cfg.method, values)
 
 
 ROLLOUT_KEYS = ("rewards", "group_ids", "mask", "completion_ids", "old_logp", "ref_logp", "old_entropy")

@@ -10,17 +10,31 @@ Groups with equal rewards are kept unless drop_zero_variance_groups (no refill).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
+from train.objectives.settings import ObjectiveSettings
 from train.objectives.common import mixed_groups, ppo_clip_loss
 from train.objectives.grpo import standard_prepare
 
 
-def prepare(rollout: dict, s: dict) -> dict:
+@dataclass(frozen=True)
+class ArcherSettings(ObjectiveSettings):
+    epsilon: float  # clip on low-entropy tokens
+    epsilon_high_entropy: float  # clip on high-entropy tokens
+    entropy_quantile: float  # per-response quantile splitting low/high-entropy tokens
+    clip_ratio_c: float  # dual clip for A < 0
+    kl_loss_coef: float  # beta_low: KL weight on low-entropy tokens
+    high_entropy_kl_loss_scale_coef: float  # beta_high: KL weight on high-entropy tokens
+    drop_zero_variance_groups: bool  # drop groups whose rewards are all equal (no refill)
+
+
+def prepare(rollout: dict, s: ArcherSettings) -> dict:
     out = standard_prepare(rollout, s)
-    if s["drop_zero_variance_groups"]:
+    if s.drop_zero_variance_groups:
         out["keep"] = mixed_groups(rollout["rewards"], rollout["group_ids"])
     return out
 
@@ -37,21 +51,21 @@ def low_var_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.exp(x) - x - 1, -10, 10)
 
 
-@register("archer", prepare, needs_ref=True)
-def token_loss(tb: TokenBatch, s: dict):
+@register("archer", ArcherSettings, prepare, needs_ref=True)
+def token_loss(tb: TokenBatch, s: ArcherSettings):
     mask, adv = tb.mask, tb.advantages
     adv_bt = adv.unsqueeze(1) if adv.dim() == 1 else adv
     valid = mask > 0
-    high, _ = high_entropy_tokens(tb.entropy.detach(), mask, s["entropy_quantile"])
+    high, _ = high_entropy_tokens(tb.entropy.detach(), mask, s.entropy_quantile)
     f = dict(dtype=tb.logp.dtype, device=high.device)
-    eps = torch.where(high, torch.tensor(s["epsilon_high_entropy"], **f), torch.tensor(s["epsilon"], **f))
+    eps = torch.where(high, torch.tensor(s.epsilon_high_entropy, **f), torch.tensor(s.epsilon, **f))
     log_ratio = torch.clamp(tb.logp - tb.old_logp, -20, 20)
     per_token, _, _ = ppo_clip_loss(log_ratio, adv_bt, eps, eps)
-    per_token = torch.where(adv_bt < 0, torch.minimum(per_token, -s["clip_ratio_c"] * adv_bt), per_token)
+    per_token = torch.where(adv_bt < 0, torch.minimum(per_token, -s.clip_ratio_c * adv_bt), per_token)
     kl = low_var_kl(tb.logp, tb.ref_logp)  # (B, T)
     low = valid & ~high
     extra = per_token.new_zeros(())
-    for coef, subset in ((s["kl_loss_coef"], low), (s["high_entropy_kl_loss_scale_coef"], high)):
+    for coef, subset in ((s.kl_loss_coef, low), (s.high_entropy_kl_loss_scale_coef, high)):
         if coef != 0 and subset.any():
             extra = extra + coef * (kl * subset).sum() / subset.sum()
     ratio = torch.exp(log_ratio.detach())

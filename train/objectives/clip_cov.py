@@ -8,15 +8,25 @@ and gradient removed; every other token keeps plain PPO clipping. TOK aggregatio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
+from train.objectives.settings import ClippedSettings
 from train.objectives.common import clip_fractions, ppo_clip_loss
 from train.objectives.grpo import standard_prepare
 
 
-def prepare(rollout: dict, s: dict) -> dict:
+@dataclass(frozen=True)
+class ClipCovSettings(ClippedSettings):
+    clip_cov_ratio: float  # fraction of valid tokens detached
+    clip_cov_lb: float  # covariance lower bound (strict)
+    clip_cov_ub: float  # covariance upper bound (strict)
+
+
+def prepare(rollout: dict, s: ClipCovSettings) -> dict:
     return standard_prepare(rollout, s)
 
 
@@ -30,23 +40,23 @@ def centred_cov(adv: torch.Tensor, logp: torch.Tensor, valid: torch.Tensor) -> t
     return (adv_bt - a_bar) * (lp - l_bar) * valid
 
 
-@register("clip_cov", prepare)
-def token_loss(tb: TokenBatch, s: dict):
+@register("clip_cov", ClipCovSettings, prepare)
+def token_loss(tb: TokenBatch, s: ClipCovSettings):
     mask, adv = tb.mask, tb.advantages
     log_ratio = tb.logp - tb.old_logp  # (B, T)
-    per_token, unclipped, clipped = ppo_clip_loss(log_ratio, adv, s["epsilon"], s["epsilon_high"])
+    per_token, unclipped, clipped = ppo_clip_loss(log_ratio, adv, s.epsilon, s.epsilon_high)
     valid = mask > 0
     cov = centred_cov(adv, tb.logp, valid.float())
-    cand = valid & ~(clipped.detach() > unclipped.detach()) & (cov > s["clip_cov_lb"]) & (cov < s["clip_cov_ub"])
+    cand = valid & ~(clipped.detach() > unclipped.detach()) & (cov > s.clip_cov_lb) & (cov < s.clip_cov_ub)
     n_valid = int(valid.sum())
-    n_pick = max(int(s["clip_cov_ratio"] * n_valid), 1)
+    n_pick = max(int(s.clip_cov_ratio * n_valid), 1)
     idx = cand.flatten().nonzero().squeeze(1)
     if idx.numel() > n_pick:
         idx = idx[torch.randperm(idx.numel())[:n_pick].to(idx.device)]
     keep = torch.ones(mask.numel(), dtype=per_token.dtype, device=mask.device)
     keep[idx] = 0.0
     per_token = per_token * keep.view_as(mask)
-    metrics = clip_fractions(log_ratio, adv, s["epsilon"], s["epsilon_high"], mask)
+    metrics = clip_fractions(log_ratio, adv, s.epsilon, s.epsilon_high, mask)
     metrics["cov_selected_frac"] = idx.numel() / max(n_valid, 1)
     metrics["clip_cov/candidates"] = float(cand.sum())
     return per_token, per_token.new_zeros(()), metrics

@@ -30,7 +30,7 @@ def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Te
 
 
 def group_advantages(
-    rewards: torch.Tensor, group_ids: torch.Tensor, scale_rewards: str = "group", adv_eps: float = 1e-4
+    rewards: torch.Tensor, group_ids: torch.Tensor, scale_rewards: str, adv_eps: float
 ) -> torch.Tensor:
     """TRL advantage A_i = (r_i - mean_g r) / (std + eps), (B,). std: Bessel-corrected, group or batch."""
     if scale_rewards not in ADV_SCALES:
@@ -111,7 +111,7 @@ def completion_lengths(mask: torch.Tensor) -> torch.Tensor:
     return mask.sum(-1)
 
 
-def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer_ratio: float, factor: float = 1.0) -> torch.Tensor:
+def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer_ratio: float, factor: float) -> torch.Tensor:
     """DAPO soft overlong punishment R_len(|y|), (B,): 0 up to L_max - L_cache, then linear to -1, -1 beyond."""
     cache = buffer_ratio * max_len
     expected = max_len - cache

@@ -7,25 +7,37 @@ fresh prompts, batch_loss simply drops them). No KL.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
+from train.objectives.settings import ClippedSettings
 from train.objectives.common import completion_lengths, mixed_groups, overlong_penalty
 from train.objectives.grpo import standard_prepare, token_loss as grpo_token_loss
 
 
-def prepare(rollout: dict, s: dict) -> dict:
+@dataclass(frozen=True)
+class DAPOSettings(ClippedSettings):
+    dynamic_sampling: bool  # keep only groups with 0 < #correct < G; the trainer refills
+    max_num_gen_batches: int  # refill rounds per rollout
+    overlong_buffer_ratio: float  # L_cache / L_max
+    overlong_penalty_factor: float  # strength of the overlong shaping
+    max_completion_length: int  # L_max (the trainer sets train.max_completion_tokens)
+
+
+def prepare(rollout: dict, s: DAPOSettings) -> dict:
     lengths = completion_lengths(rollout["mask"])  # (B,)
     shaped = rollout["rewards"].double() + overlong_penalty(
-        lengths, s["max_completion_length"], s["overlong_buffer_ratio"], s["overlong_penalty_factor"]
+        lengths, s.max_completion_length, s.overlong_buffer_ratio, s.overlong_penalty_factor
     )
     out = standard_prepare(rollout, s, rewards=shaped)
-    if s["dynamic_sampling"]:
+    if s.dynamic_sampling:
         out["keep"] = mixed_groups(rollout["rewards"], rollout["group_ids"])
     out["metrics"]["dapo/frac_kept"] = float(out["keep"].float().mean())
     out["metrics"]["dapo/overlong_penalty_mean"] = float((shaped - rollout["rewards"].double()).mean())
     return out
 
 
-@register("dapo", prepare, filters_groups=True)
-def token_loss(tb: TokenBatch, s: dict):
+@register("dapo", DAPOSettings, prepare, filters_groups=True)
+def token_loss(tb: TokenBatch, s: DAPOSettings):
     return grpo_token_loss(tb, s)

@@ -13,12 +13,24 @@ Not implemented: anything of the paper beyond its abstract (its full formulas ar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
+from train.objectives.settings import ClippedSettings
 from train.objectives.common import group_index
 from train.objectives.grpo import standard_prepare, token_loss as grpo_token_loss
+
+
+@dataclass(frozen=True)
+class EPGRPOSettings(ClippedSettings):
+    gate_coef: float  # alpha of the entropy gate
+    num_buckets: int  # K relative-position buckets
+    progress_weight: float  # w of the process term
+    process_scale: float  # c of the implicit process signal
+    z_eps: float  # epsilon of the progress-aligned normalisation
 
 
 def entropy_gate(h: torch.Tensor, mask: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -57,19 +69,19 @@ def bucket_zscores(s: torch.Tensor, buckets: torch.Tensor, mask: torch.Tensor, g
     return z.view_as(s).to(s.dtype)
 
 
-def prepare(rollout: dict, s: dict) -> dict:
+def prepare(rollout: dict, s: EPGRPOSettings) -> dict:
     out = standard_prepare(rollout, s)
     mask, h = rollout["mask"], rollout["old_entropy"]
-    gate = entropy_gate(h, mask, s["gate_coef"])
-    buckets = progress_buckets(h, mask, s["num_buckets"])
-    signal = s["process_scale"] * (rollout["old_logp"] - rollout["ref_logp"])
-    z = bucket_zscores(signal, buckets, mask, rollout["group_ids"], s["num_buckets"], s["z_eps"])
+    gate = entropy_gate(h, mask, s.gate_coef)
+    buckets = progress_buckets(h, mask, s.num_buckets)
+    signal = s.process_scale * (rollout["old_logp"] - rollout["ref_logp"])
+    z = bucket_zscores(signal, buckets, mask, rollout["group_ids"], s.num_buckets, s.z_eps)
     anchor = 2 * rollout["rewards"].float() - 1  # (B,)
-    out["advantages"] = (gate * out["advantages"].unsqueeze(1) + s["progress_weight"] * anchor.unsqueeze(1) * z) * mask
+    out["advantages"] = (gate * out["advantages"].unsqueeze(1) + s.progress_weight * anchor.unsqueeze(1) * z) * mask
     out["metrics"]["ep_grpo/process_abs_mean"] = float((z.abs() * mask).sum() / mask.sum().clamp(min=1))
     return out
 
 
-@register("ep_grpo", prepare, needs_ref=True, needs_rollout_entropy=True)
-def token_loss(tb: TokenBatch, s: dict):
+@register("ep_grpo", EPGRPOSettings, prepare, needs_ref=True, needs_rollout_entropy=True)
+def token_loss(tb: TokenBatch, s: EPGRPOSettings):
     return grpo_token_loss(tb, s)

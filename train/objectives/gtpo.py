@@ -14,12 +14,27 @@ SEQ loss / max(1, n_conf), summed; n_conf = max(prefix, suffix) as the code's OR
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
+from train.objectives.settings import ClippedSettings
 from train.objectives.common import clip_fractions, ppo_clip_loss
 from train.objectives.grpo import standard_prepare
+
+
+@dataclass(frozen=True)
+class GTPOSettings(ClippedSettings):
+    LOSS_TYPES: ClassVar[tuple[str, ...]] = ("grpo", "dapo", "gtpo_code")
+
+    ent_scale: float  # gamma of A - gamma <H>
+    w_raw: float  # conflict weight W
+    ent_threshold: float  # entropy threshold (nats)
+    initial_entropy_rule: bool  # filter only if the first rollout's mean entropy <= threshold
+    clip_ratio: bool  # PPO-clip the ratio (false: plain ratio)
 
 
 def mean_completion_entropy(entropy: torch.Tensor, mask: torch.Tensor) -> float:
@@ -60,10 +75,10 @@ def conflict_weights(
     return lam, n_conf
 
 
-def prepare(rollout: dict, s: dict) -> dict:
+def prepare(rollout: dict, s: GTPOSettings) -> dict:
     out = standard_prepare(rollout, s)
     lam, n_conf = conflict_weights(
-        rollout["completion_ids"], rollout["mask"], out["advantages"], rollout["group_ids"], s["w_raw"]
+        rollout["completion_ids"], rollout["mask"], out["advantages"], rollout["group_ids"], s.w_raw
     )
     out["gtpo_lambda"], out["gtpo_n_conf"] = lam, n_conf
     out["metrics"]["gtpo/conflict_token_frac"] = float(((lam != 1) & (rollout["mask"] > 0)).sum()) / max(
@@ -72,27 +87,27 @@ def prepare(rollout: dict, s: dict) -> dict:
     return out
 
 
-@register("gtpo", prepare, initial_entropy=mean_completion_entropy)
-def token_loss(tb: TokenBatch, s: dict):
+@register("gtpo", GTPOSettings, prepare, initial_entropy=mean_completion_entropy)
+def token_loss(tb: TokenBatch, s: GTPOSettings):
     mask = tb.mask
     ent = tb.entropy.detach()
     h_row = (ent * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # <H>_i (B,)
-    thr = s["ent_threshold"]
+    thr = s.ent_threshold
     h_ini = float(tb.initial_entropy)
-    if s["initial_entropy_rule"] and h_ini > thr:
+    if s.initial_entropy_rule and h_ini > thr:
         delta = torch.ones_like(h_row)
     else:
         delta = (h_row <= thr).float()
-    a_hat = delta * (tb.advantages - s["ent_scale"] * h_row)  # (B,)
+    a_hat = delta * (tb.advantages - s.ent_scale * h_row)  # (B,)
     adv_bt = a_hat.unsqueeze(1) * tb.extras["gtpo_lambda"]  # (B, T)
     log_ratio = tb.logp - tb.old_logp
-    if s["clip_ratio"]:
-        per_token, _, _ = ppo_clip_loss(log_ratio, adv_bt, s["epsilon"], s["epsilon_high"])
+    if s.clip_ratio:
+        per_token, _, _ = ppo_clip_loss(log_ratio, adv_bt, s.epsilon, s.epsilon_high)
     else:
         per_token = -torch.exp(log_ratio) * adv_bt
-    if s["loss_type"] == "gtpo_code":  # SEQ mean over B -> sum over completions of loss_i / max(1, n_conf)
+    if s.loss_type == "gtpo_code":  # SEQ mean over B -> sum over completions of loss_i / max(1, n_conf)
         per_token = per_token * (per_token.size(0) / tb.extras["gtpo_n_conf"].clamp(min=1)).unsqueeze(1)
-    metrics = clip_fractions(log_ratio, adv_bt, s["epsilon"], s["epsilon_high"], mask)
+    metrics = clip_fractions(log_ratio, adv_bt, s.epsilon, s.epsilon_high, mask)
     metrics["gtpo/delta_mean"] = float(delta.mean())
     metrics["gtpo/initial_entropy"] = h_ini
     return per_token, per_token.new_zeros(()), metrics

@@ -15,6 +15,7 @@ import torch
 
 from train.objectives.common import aggregate
 from train.objectives.registry import Objective
+from train.objectives.settings import ObjectiveSettings
 
 
 @dataclass
@@ -50,11 +51,11 @@ def aggregation(loss_type: str) -> str:
     return "dapo" if loss_type == "dapo" else "grpo"
 
 
-def objective_loss(obj: Objective, tb: TokenBatch, s: dict, norm: Normalisers = Normalisers()
+def objective_loss(obj: Objective, tb: TokenBatch, s: ObjectiveSettings, norm: Normalisers = Normalisers()
                    ) -> tuple[torch.Tensor, dict[str, float]]:
     """Scalar loss of one micro-batch and the objective's metrics."""
     per_token, extra, metrics = obj.token_loss(tb, s)
-    if aggregation(s["loss_type"]) == "dapo":
+    if aggregation(s.loss_type) == "dapo":
         tok = None if norm.tok is None else torch.as_tensor(norm.tok, dtype=per_token.dtype).clamp(min=1.0)
         loss = aggregate(per_token, tb.mask, "dapo", tok_norm=tok)
     else:

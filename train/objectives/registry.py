@@ -1,6 +1,8 @@
 """The objective registry: one explicit dict, filled by the `register` decorator of each objective module.
 
-An `Objective` bundles the two pure functions of a method with what the trainer must compute for it:
+An `Objective` bundles the two pure functions of a method with its settings record and what the trainer
+must compute for it:
+  settings: the method's typed, frozen record (train/objectives/settings.py), `s` below;
   prepare(rollout: dict, s) -> dict    once per rollout: advantages, row `keep`, extras, metrics;
   token_loss(tb: TokenBatch, s) -> (per_token (B, T), extra scalar, metrics)   per micro-batch;
   initial_entropy: None, or the statistic of the first training rollout the objective freezes (GTPO's
@@ -15,13 +17,16 @@ from typing import Callable
 
 import torch
 
+from train.objectives.settings import ObjectiveSettings
+
 REGISTRY: dict[str, "Objective"] = {}
 
 
 @dataclass(frozen=True)
 class Objective:
     name: str
-    prepare: Callable[[dict, dict], dict]
+    settings: type[ObjectiveSettings]
+    prepare: Callable[[dict, ObjectiveSettings], dict]
     token_loss: Callable
     needs_ref: bool = False  # reference (adapter-disabled) log-probs at rollout time
     needs_rollout_entropy: bool = False  # rollout-policy entropies at rollout time
@@ -33,13 +38,15 @@ class Objective:
         return self.initial_entropy is not None
 
 
-def register(name: str, prepare: Callable, **flags) -> Callable:
-    """Decorator on a module's `token_loss`: registers `name` with its `prepare` and flags."""
+def register(name: str, settings: type[ObjectiveSettings], prepare: Callable, **flags) -> Callable:
+    """Decorator on a module's `token_loss`: registers `name` with its settings record, `prepare` and flags."""
 
     def wrap(token_loss: Callable) -> Callable:
         if name in REGISTRY:
             raise ValueError(f"objective {name!r} registered twice")
-        REGISTRY[name] = Objective(name, prepare, token_loss, **flags)
+        if flags.get("filters_groups") and not {"dynamic_sampling", "max_num_gen_batches"} <= set(settings.names()):
+            raise ValueError(f"{name} filters groups, so its settings need dynamic_sampling and max_num_gen_batches")
+        REGISTRY[name] = Objective(name, settings, prepare, token_loss, **flags)
         return token_loss
 
     return wrap
