@@ -81,7 +81,7 @@ def fit_summary(P: np.ndarray, O: np.ndarray) -> dict[str, float | int]:
     return out
 
 
-def grpo_advantage(reward: np.ndarray, group: np.ndarray, eps: float = 1e-4) -> np.ndarray:
+def grpo_advantage(reward: np.ndarray, group: np.ndarray, eps: float) -> np.ndarray:
     """Per-trajectory GRPO advantage (r - mean_g) / (std_g(ddof=1) + eps); 0 when c in {0, G} (rcea.stats)."""
     return stats.group_advantages(reward, group, eps=eps)
 
@@ -91,7 +91,7 @@ def covariance_proxy(advantage: np.ndarray, logprob: np.ndarray) -> np.ndarray:
     return stats.covariance_proxy(advantage, logprob)
 
 
-def q99_share(cov: np.ndarray, q: float = 0.99, method: str = "linear") -> dict[str, float | int]:
+def q99_share(cov: np.ndarray, q: float, method: str) -> dict[str, float | int]:
     """Within-stratum tail share with ties retained: T = {cov >= quantile(cov, q)};
     share = sum_T max(cov,0) / sum max(cov,0) (NaN without positive mass); also |T|/|S| (Table 2)."""
     c = np.asarray(cov, dtype=np.float64)

@@ -19,8 +19,9 @@ from aggregate import covariance, evals
 from aggregate.evaltables import detect_failures, greedy_summary, passk_summary, transitions
 from aggregate.io import Dataset
 from aggregate.settings import AggregateSettings
+from rcea.config import METHODS
 
-METHOD_ORDER = ("base", "grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer")
+METHOD_ORDER = ("base", *METHODS)  # the untrained policy first, then the objectives in rcea.config's order
 
 
 def method_rank(method: str) -> tuple[int, str]:

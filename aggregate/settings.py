@@ -1,7 +1,8 @@
 """Aggregation settings, typed and frozen (docs/estimators.md, its #choices table).
 
-A setting of configs/base.toml takes its default from there (``rcea.config.base_default``: never copied
-here, one spelling: the field name is the TOML key); the rest are the role's own code-level choices.
+Every field takes its default from configs/base.toml (``rcea.config.base_default``: never copied here, one
+spelling: the field name is the TOML key of [aggregate], apart from the few read from another section, named
+at the field), where its status and reason are documented (docs/settings.md).
 ``load_settings(scale)`` applies a scale's values; the CLI overrides fields (``AggregateSettings.replace``).
 Status tags: [S] stated by the paper, [R] reconstructed, [C] our choice (as in docs/settings.md).
 """
@@ -16,6 +17,10 @@ from rcea.config import base_default, base_value
 
 if TYPE_CHECKING:
     from rcea.stats import FailureThresholds
+
+
+def _base_tuple(key: str):
+    return lambda: tuple(base_value(key))
 
 
 def _base_failure() -> "FailureThresholds":
@@ -34,28 +39,28 @@ class AggregateSettings:
     """[S] resamples for every bootstrap interval (paired ratio, retention)."""
     bootstrap_seed: int = field(default_factory=base_default("aggregate.bootstrap_seed"))
     """[C] seed of the bootstrap generators (the paper gives none)."""
-    ci_level: float = 95.0
+    ci_level: float = field(default_factory=base_default("aggregate.ci_level"))
     """[S] percentile interval width, in percent."""
     min_k_r: int = field(default_factory=base_default("aggregate.min_k_r"))
     """[S] a reward-conditioned quantity is reported only if K_r >= min_k_r (lower it for tiny runs)."""
     rarefaction_seed: int = field(default_factory=base_default("aggregate.rarefaction_seed"))
     """[S] seed of the frozen rarefaction draws; keyed per (question, checkpoint)
     (docs/estimators.md#semantic-modes)."""
-    rarefaction_draws: int = 100
+    rarefaction_draws: int = field(default_factory=base_default("aggregate.rarefaction_draws"))
     """[C] R, subsample draws per rarefied effective-mode count (docs/estimators.md#semantic-modes)."""
     min_mode_m: int = field(default_factory=base_default("aggregate.min_mode_m"))
     """[C] m_min: a (question, checkpoint) pair is retention-eligible iff min(n_base, n_c) >= m_min
     (docs/estimators.md#semantic-modes)."""
-    uncertain_labels: tuple[str, ...] = ("uncertain",)
+    uncertain_labels: tuple[str, ...] = field(default_factory=_base_tuple("aggregate.uncertain_labels"))
     """[S] mode labels excluded from the mode population."""
     q99_quantile: float = field(default_factory=base_default("aggregate.q99_quantile"))
     """[S] within-stratum cutoff quantile of the chosen-token covariance proxy."""
-    quantile_method: str = "linear"
+    quantile_method: str = field(default_factory=base_default("aggregate.quantile_method"))
     """[C] numpy quantile method (Hyndman-Fan type 7) (docs/estimators.md#covariance-proxy-and-q99-share)."""
-    rank_budgets: tuple[float, ...] = field(default_factory=lambda: tuple(base_value("aggregate.rank_budgets")))
+    rank_budgets: tuple[float, ...] = field(default_factory=_base_tuple("aggregate.rank_budgets"))
     """[S] equal-count upper-tail budgets of Table A8."""
-    advantage_eps: float = 1e-4
-    """[R] GRPO advantage denominator epsilon (docs/estimators.md#covariance-proxy-and-q99-share)."""
+    advantage_eps: float = field(default_factory=base_default("covariance.advantage_eps"))
+    """[R] GRPO advantage denominator epsilon, covariance.advantage_eps (docs/estimators.md#covariance-proxy-and-q99-share)."""
     pass_k: int = field(default_factory=base_default("passk.n"))
     """[S] k of the reported pass@k (MATH500 pass@64)."""
     failure_benchmark: str = field(default_factory=base_default("eval.trace_benchmark"))
@@ -64,13 +69,13 @@ class AggregateSettings:
     """[S] thresholds of the failure detector: the [failure] settings (None: those of configs/base.toml)."""
     base_method: str = "base"
     """[schema] ``method`` value of the untrained policy."""
-    steps_per_epoch: dict[str, int] = field(default_factory=lambda: {"3B": 4000, "7B": 8000})
+    steps_per_epoch: dict[str, int] = field(default_factory=base_default("aggregate.steps_per_epoch"))
     """[R] raw steps in one epoch per scale; other scales use the largest step seen."""
-    smoothing_window: int = 5
+    smoothing_window: int = field(default_factory=base_default("aggregate.smoothing_window"))
     """[C] centred moving-average window for plotted traces (visual only)."""
-    workers: int = 0
+    workers: int = field(default_factory=base_default("aggregate.workers"))
     """[C] worker processes for the bootstrap and the rarefaction (0: all available CPUs)."""
-    benchmark_order: tuple[str, ...] = ("aime24", "aime25", "math500", "amc23", "minerva")
+    benchmark_order: tuple[str, ...] = field(default_factory=_base_tuple("aggregate.benchmark_order"))
     """[S] Table 1 column order (normalised benchmark names)."""
 
     def replace(self, **changes: Any) -> "AggregateSettings":
@@ -106,6 +111,7 @@ def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettin
         from rcea.stats import FailureThresholds
 
         known["failure"] = FailureThresholds.from_config(cfg)
+        known["advantage_eps"] = cfg["covariance.advantage_eps"]
         if "eval.trace_benchmark" in cfg:  # the dense trace infer/plan.py schedules (the toy world: toy)
             known["failure_benchmark"] = cfg["eval.trace_benchmark"]
         for f in dataclasses.fields(base):

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from aggregate.settings import AggregateSettings
+from rcea.config import METHOD_LABELS
 
-METHOD_NAMES = {"base": "Base", "grpo": "GRPO", "dapo": "DAPO", "clip_cov": "Clip-Cov", "kl_cov": "KL-Cov",
-                "ep_grpo": "EP-GRPO", "gtpo": "GTPO", "archer": "Archer"}
+METHOD_NAMES = {"base": "Base", **METHOD_LABELS}  # "base": the untrained policy (AggregateSettings.base_method)
 BENCH_NAMES = {"aime24": "AIME'24", "aime25": "AIME'25", "math500": "MATH 500", "amc23": "AMC'23", "minerva": "Minerva"}
 DASH = "–"
 

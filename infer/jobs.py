@@ -146,7 +146,7 @@ def run_probe(payload, cfg, ctx, progress):
             scored_all.append((q["id"], j, o.token_ids, s))
         progress("probe questions", i + 1, len(qs))
     cov = chosen_token_cov_proxy([r["question_id"] for r in samples], [r["reward"] for r in samples],
-                                 [s.logprob for _, _, _, s in scored_all])
+                                 [s.logprob for _, _, _, s in scored_all], cfg["covariance.advantage_eps"])
     tok_cols = {c: [] for c in ("question_id", "sample", "position", "token_id", "logprob", "entropy", "cov_proxy")}
     for (qid, j, ids, s), cv in zip(scored_all, cov):
         tok_cols["question_id"] += [qid] * len(ids)

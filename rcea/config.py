@@ -22,7 +22,10 @@ from typing import Any, Iterable
 
 from rcea.paths import configs_dir
 
-METHODS = ("grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer")
+# The method list, once: each objective's name and how tables print it, in the paper's order.
+METHOD_LABELS = {"grpo": "GRPO", "dapo": "DAPO", "clip_cov": "Clip-Cov", "kl_cov": "KL-Cov", "ep_grpo": "EP-GRPO",
+                 "gtpo": "GTPO", "archer": "Archer"}
+METHODS = tuple(METHOD_LABELS)
 SCALES = ("tiny", "3b", "7b")
 STATUSES = {"S": "stated", "R": "reconstructed", "C": "chosen"}
 
@@ -34,7 +37,7 @@ STATUSES = {"S": "stated", "R": "reconstructed", "C": "chosen"}
 NOT_IN_HASH = frozenset({
     "judge.base_url", "judge.api_key_env", "judge.concurrency", "judge.timeout_s", "judge.max_retries",
     "judge.max_retry_after_s", "codebook.base_url", "codebook.api_key_env", "codebook.api_key_file",
-    "codebook.concurrency", "train.report_to",
+    "codebook.concurrency", "train.report_to", "aggregate.workers",
 })
 
 

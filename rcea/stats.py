@@ -23,7 +23,7 @@ SCALES = ("group", "batch", "none")
 
 # ---- GRPO advantage and the covariance proxy ---------------------------------------------------------
 
-def group_advantages(rewards, groups, eps: float = 1e-4, scale: str = "group") -> np.ndarray:
+def group_advantages(rewards, groups, eps: float, scale: str = "group") -> np.ndarray:
     """Advantage of each row (B,) float64: r - mean of its group, divided by (group std + eps) ('group'),
     by (std of all rows + eps) ('batch') or not at all ('none'). Std with Bessel's correction; a group of
     one row has std 0 (its advantage is 0). `groups` (B,) any hashable labels."""

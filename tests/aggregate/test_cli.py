@@ -210,9 +210,9 @@ def test_q99_matches_direct_computation(tmp_path: Path, tiny) -> None:
     for (sc, me, st), d in m.groupby(["scale", "method", "step"]):
         cov = (d.A - d.A.mean()) * (d.logprob.astype(float) - d.logprob.astype(float).mean())
         e = got[(sc, me, st)]
-        assert e["q99_share_failure"] == pytest.approx(covariance.q99_share(cov[d.reward == 0].to_numpy())["share"],
+        assert e["q99_share_failure"] == pytest.approx(covariance.q99_share(cov[d.reward == 0].to_numpy(), 0.99, "linear")["share"],
                                                        rel=1e-9)
-        assert e["q99_share_success"] == pytest.approx(covariance.q99_share(cov[d.reward == 1].to_numpy())["share"],
+        assert e["q99_share_success"] == pytest.approx(covariance.q99_share(cov[d.reward == 1].to_numpy(), 0.99, "linear")["share"],
                                                        rel=1e-9)
 
 

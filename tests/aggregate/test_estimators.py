@@ -217,7 +217,7 @@ def test_covariance_fit_statistics_worked_example() -> None:
 def test_q99_share_keeps_ties_worked_example() -> None:
     F = np.r_[[-0.2] * 59, [0.1] * 20, [0.5] * 120, [2.0]]
     for method in ("linear", "higher", "inverted_cdf"):
-        s = covariance.q99_share(F, method=method)
+        s = covariance.q99_share(F, 0.99, method)
         assert s["cutoff"] == 0.5 and s["selected_fraction"] == pytest.approx(0.605)
         assert s["share"] == pytest.approx(0.96875)
     expect = {0.01: (2, 0.0390625), 0.025: (5, 0.0625), 0.05: (10, 0.1015625)}
@@ -228,11 +228,11 @@ def test_q99_share_keeps_ties_worked_example() -> None:
 
 def test_q99_cut_under_each_quantile_method() -> None:
     S = np.arange(1, 101.0)
-    lin = covariance.q99_share(S)
+    lin = covariance.q99_share(S, 0.99, "linear")
     assert lin["cutoff"] == pytest.approx(99.01) and lin["selected_fraction"] == 0.01
     assert lin["share"] == pytest.approx(0.0198020, abs=1e-7)
-    assert covariance.q99_share(S, method="higher")["selected_fraction"] == 0.01
-    inv = covariance.q99_share(S, method="inverted_cdf")
+    assert covariance.q99_share(S, 0.99, "higher")["selected_fraction"] == 0.01
+    inv = covariance.q99_share(S, 0.99, "inverted_cdf")
     assert inv["cutoff"] == 99 and inv["share"] == pytest.approx(0.0394059, abs=1e-7)
 
 
@@ -240,7 +240,7 @@ def test_covariance_proxy_end_to_end_worked_example() -> None:
     lps = [[-.1, -.5], [-.2, -1.5, -.3], [-2, -.7, -.1, -.4], [-.4, -3, -.2, -.6, -.1],
            [0, 0, -.9], [0, -.2, 0], [-1.2, 0], [0, 0, -.6, 0]]
     r = np.array([1, 1, 0, 0, 0, 0, 0, 0])
-    A = covariance.grpo_advantage(r, np.array([0, 0, 0, 0, 1, 1, 1, 1]))
+    A = covariance.grpo_advantage(r, np.array([0, 0, 0, 0, 1, 1, 1, 1]), 1e-4)
     assert A[:4] == pytest.approx([0.865875, 0.865875, -0.865875, -0.865875], abs=1e-6) and np.all(A[4:] == 0)
     lens = [len(x) for x in lps]
     At, rt, l = np.repeat(A, lens), np.repeat(r, lens), np.concatenate(lps)
@@ -248,14 +248,14 @@ def test_covariance_proxy_end_to_end_worked_example() -> None:
     cov = covariance.covariance_proxy(At, l)
     zero_q2 = (rt == 0) & (l == 0) & (At == 0)
     assert zero_q2.sum() == 8 and np.allclose(cov[zero_q2], 0.066606, atol=1e-6)
-    assert covariance.q99_share(cov[rt == 1])["share"] == pytest.approx(0.444444, abs=1e-6)
-    assert covariance.q99_share(cov[rt == 0])["share"] == pytest.approx(0.491950, abs=1e-6)
+    assert covariance.q99_share(cov[rt == 1], 0.99, "linear")["share"] == pytest.approx(0.444444, abs=1e-6)
+    assert covariance.q99_share(cov[rt == 0], 0.99, "linear")["share"] == pytest.approx(0.491950, abs=1e-6)
     rb = covariance.rank_budget_share(cov[rt == 0], 0.25)
     assert rb["k"] == 5 and rb["share"] == pytest.approx(0.864043, abs=1e-6)
 
 
 def test_q99_no_positive_mass_is_nan() -> None:
-    assert np.isnan(covariance.q99_share(-np.ones(10))["share"])
+    assert np.isnan(covariance.q99_share(-np.ones(10), 0.99, "linear")["share"])
 
 
 # ---- worked examples: failure detector, pass@k, smoothing, macro average ------------------------------

@@ -13,14 +13,14 @@ T = stats.FailureThresholds(0.30, 0.05, 0.30)
 
 def test_group_advantages_by_hand():
     # group a: rewards 1, 0, 0 -> mean 1/3, Bessel std sqrt(1/3); group b: all equal -> 0; group c: one row -> 0
-    adv = stats.group_advantages([1, 0, 0, 1, 1, 0], ["a", "a", "a", "b", "b", "c"])
+    adv = stats.group_advantages([1, 0, 0, 1, 1, 0], ["a", "a", "a", "b", "b", "c"], 1e-4)
     s = np.sqrt(1 / 3)
     assert adv == pytest.approx([(2 / 3) / (s + 1e-4), (-1 / 3) / (s + 1e-4), (-1 / 3) / (s + 1e-4), 0, 0, 0])
-    assert stats.group_advantages([1, 0, 0, 1], [0, 0, 1, 1], scale="none") == pytest.approx([0.5, -0.5, -0.5, 0.5])
-    batch = stats.group_advantages([1, 0, 0, 1], [0, 0, 1, 1], scale="batch")
+    assert stats.group_advantages([1, 0, 0, 1], [0, 0, 1, 1], 1e-4, scale="none") == pytest.approx([0.5, -0.5, -0.5, 0.5])
+    batch = stats.group_advantages([1, 0, 0, 1], [0, 0, 1, 1], 1e-4, scale="batch")
     assert batch == pytest.approx(np.array([0.5, -0.5, -0.5, 0.5]) / (np.sqrt(1 / 3) + 1e-4))
     with pytest.raises(ValueError, match="valid: group, batch, none"):
-        stats.group_advantages([1], [0], scale="std")
+        stats.group_advantages([1], [0], 1e-4, scale="std")
 
 
 def test_covariance_proxy_by_hand():
@@ -78,7 +78,7 @@ def test_infer_probe_proxy_uses_question_groups_and_pooled_means():
 
     # question a: rewards 1, 0 -> A = +-(0.5 / (sqrt(0.5) + 1e-4)); question b: one sample -> A = 0
     a = 0.5 / (np.sqrt(0.5) + 1e-4)
-    out = chosen_token_cov_proxy(["a", "a", "b"], [1, 0, 1], [np.array([-1.0, -2.0]), np.array([-3.0]), np.array([-6.0])])
+    out = chosen_token_cov_proxy(["a", "a", "b"], [1, 0, 1], [np.array([-1.0, -2.0]), np.array([-3.0]), np.array([-6.0])], 1e-4)
     a_tok, l_tok = np.array([a, a, -a, 0.0]), np.array([-1.0, -2.0, -3.0, -6.0])
     expected = (a_tok - a_tok.mean()) * (l_tok - l_tok.mean())
     assert np.concatenate(out) == pytest.approx(expected) and [len(x) for x in out] == [2, 1, 1]
