@@ -23,7 +23,7 @@ def cmd_enqueue(args) -> int:
 
     from infer.plan import plan_jobs
     from infer.queue import Queue
-    from infer.worker import queue_path
+    from rcea.layout import queue_path
 
     cfg = load_config(args.scale, None, args.override)
     jobs = plan_jobs(cfg, args.scale, args.method, args.what, args.override)  # before the queue: no empty queue
@@ -59,7 +59,7 @@ def worker_scale(args) -> str | None:
 
 
 def cmd_worker(args) -> int:
-    from infer.worker import queue_path
+    from rcea.layout import queue_path
 
     args.scale = worker_scale(args)
     if args.scale is None:
@@ -77,7 +77,8 @@ def cmd_worker(args) -> int:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)   # before torch is imported
     from infer.jobs import run_job
     from infer.queue import Queue
-    from infer.worker import Context, run_worker, queue_path
+    from infer.worker import Context, run_worker
+    from rcea.layout import queue_path
 
     import torch
 
@@ -93,7 +94,7 @@ def cmd_worker(args) -> int:
 
 def cmd_status(args) -> int:
     from infer.queue import Queue
-    from infer.worker import queue_path
+    from rcea.layout import queue_path
 
     path = queue_path(args.scale)
     if not path.exists():
@@ -108,7 +109,8 @@ def cmd_status(args) -> int:
             extra += f" error={j['error']}" if j["error"] else ""
             print(f"  {j['state']:8s} {j['key']:28s} attempts={j['attempts']}{extra}")
     if args.summary:
-        from infer.tables import greedy_summary, tables_dir
+        from infer.tables import greedy_summary
+        from rcea.layout import tables_dir
 
         print(greedy_summary(tables_dir(args.scale) / "greedy").to_string(index=False))
     if args.check and any(counts[k] for k in ("pending", "running", "failed")):

@@ -28,12 +28,12 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
+from rcea import layout
+from rcea.layout import semantic_dir
 from rcea.stats import binary_calibration
 
 from infer.llm import LLMClient, LLMSettings, Request, parse_json
-from infer.llm_io import (accepted, export_labels, load_questions, load_samples, load_texts, semantic_dir,
-                          traj_id)
-from rcea.paths import data_dir
+from infer.llm_io import accepted, export_labels, load_questions, load_samples, load_texts, traj_id
 from rcea.store import atomic_write_json, atomic_write_text, read_parquet, write_parquet
 
 MAX_COMPLETION_CHARS = 24_000
@@ -79,7 +79,7 @@ class LLMJudge:
 
     def __init__(self, settings: LLMSettings, cache_dir: Path | None = None):
         self.settings = settings
-        self.client = LLMClient(settings, cache_dir or data_dir() / "llm_cache" / "judge")
+        self.client = LLMClient(settings, cache_dir or layout.llm_cache_dir("judge"))
 
     def judge_many(self, items: list[tuple[str, str, str]]) -> list[Verdict]:
         reqs = [Request(judge_messages(*it), self.settings.params()) for it in items]

@@ -18,20 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from rcea.paths import data_dir
+from rcea.layout import tables_dir
 from rcea.schema import check_columns
 from rcea.store import atomic_write_bytes, atomic_write_json, manifest_path, read_parquet, read_table
 
 KEY = ["scale", "method", "step", "question_id", "sample"]
 TEXT_COLUMNS = ("text", "completion")
 
-
-def tables_dir(scale: str) -> Path:
-    return data_dir() / "infer" / scale / "tables"
-
-
-def semantic_dir(scale: str) -> Path:
-    return data_dir() / "infer" / scale / "semantic"
 
 
 def traj_id(row) -> str:

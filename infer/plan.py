@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
+from rcea.layout import checkpoints_dir
 from rcea.paths import data_dir
 
 CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
@@ -34,10 +34,6 @@ class Checkpoint:
 
 
 BASE = Checkpoint("base", 0, None)
-
-
-def checkpoints_dir(scale: str, method: str) -> Path:
-    return data_dir() / "train" / scale / method / "checkpoints"
 
 
 def adapter_rel(scale: str, method: str, step: int) -> str:

@@ -6,21 +6,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from rcea.paths import data_dir
 from rcea.schema import SCHEMA_VERSION, TABLES, check_columns
-from rcea.units import table_part
+from rcea.layout import table_part
 from rcea.store import atomic_write_bytes, is_complete, manifest_path, write_manifest
 
 PANDAS_TYPES = {"str": "object", "int": "int64", "float": "float64", "bool": "bool",
                 "str?": "string", "bool?": "boolean"}
 
 
-def tables_dir(scale: str) -> Path:
-    return data_dir() / "infer" / scale / "tables"
-
-
 def part_path(scale: str, table: str, part: str) -> Path:
-    return table_part(data_dir(), scale, table, part)   # the path work units check (rcea.units)
+    return table_part(scale, table, part)   # the path work units check (rcea.units)
 
 
 def frame(table: str, rows: list[dict] | dict[str, list]) -> pd.DataFrame:

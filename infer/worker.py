@@ -14,18 +14,13 @@ import sys
 import threading
 import time
 import traceback
-from pathlib import Path
 from typing import Callable
 
-from rcea.paths import data_dir
+from rcea import layout
 
 from infer.queue import Job, Queue, worker_name
 
 Runner = Callable[[dict, "Context", Callable[[str, int, int], None]], dict]
-
-
-def queue_path(scale: str) -> Path:
-    return data_dir() / "infer" / scale / "queue.sqlite"
 
 
 def resolve_model(cfg) -> str:
@@ -35,7 +30,7 @@ def resolve_model(cfg) -> str:
     name = cfg["model.name"]
     if name == "tiny":
         return model_path(cfg)
-    for local in (data_dir() / "models" / name, data_dir() / "models" / name.split("/")[-1]):
+    for local in (layout.models_dir(name), layout.models_dir(name.split("/")[-1])):
         if (local / "config.json").exists():
             from rcea.hub import record
 

@@ -11,12 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+from rcea import layout
 from rcea.config import SCALES, ConfigError, load_config
-from rcea.paths import data_dir
 
 
 def prepared_pool_path(scale: str) -> Path:
-    return data_dir() / "prepared" / scale / "train.jsonl"
+    return layout.prepared_pool(scale)
 
 
 def prepare(scale: str, overrides=()) -> Path:

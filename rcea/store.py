@@ -1,16 +1,6 @@
 """The artifact store: atomic writes, per-artifact manifests, skip-if-complete.
 
-Folder layout under the data directory (`./data`, the shared volume in containers):
-
-    models/<name>/                              locally built models (the tiny scale)
-    prepared/<scale>/train.jsonl                the drawn training pool
-    train/<scale>/<method>/                     one training run
-        config/                                 configuration, copied verbatim
-        checkpoints/checkpoint-<step>/          LoRA adapter + trainer state (complete ones only)
-        steps.jsonl, tb/                        per-step log, TensorBoard mirror
-    infer/<scale>/queue.sqlite                  the job queue
-    infer/<scale>/tables/<table>/<part>.parquet the RCEA sample schema (see rcea/schema.py)
-    results/<scale>/                            aggregated summary, tables, figures, report
+Where each artifact lives under the data folder: rcea/layout.py (the one module of paths).
 
 Every artifact `X` has a manifest `X.manifest.json` written after it; an artifact counts as complete
 only when both exist, so a step killed halfway is redone and a finished one is skipped.

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rcea import layout
 from rcea.jsonl import read_jsonl
-from rcea.paths import data_dir, mathdata_dir
+from rcea.paths import mathdata_dir
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -77,7 +78,7 @@ def build_tiny_model(out_dir: str | Path, layers: int = 3, hidden: int = 128, he
 
 def tiny_model_dir(cfg=None) -> Path:
     world = cfg["data.world"] if cfg is not None else "math"
-    return data_dir() / "models" / ("tiny" if world == "math" else f"tiny-{world}")
+    return layout.models_dir("tiny" if world == "math" else f"tiny-{world}")
 
 
 def _build_once(out: Path, spec: dict, build) -> Path:

@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rcea import layout
 from rcea.store import is_complete
 
 ROLES = ("train", "infer")
@@ -41,11 +42,6 @@ def digest(spec) -> str:
 def part_name(payload: dict) -> str:
     """The table part a measurement job writes: `<kind>-<method>-<step>`."""
     return f"{payload['kind']}-{payload['method']}-{payload['step']}"
-
-
-def table_part(data_root, scale: str, table: str, part: str) -> Path:
-    """data/infer/<scale>/tables/<table>/<part>.parquet (its manifest beside it)."""
-    return Path(data_root) / "infer" / scale / "tables" / table / f"{part}.parquet"
 
 
 @dataclass(frozen=True)
@@ -137,7 +133,7 @@ class MeasureUnit:
 
     def outputs(self, data_root) -> list[Path]:
         part = part_name(self.payload)
-        return [table_part(data_root, self.scale, t, part) for t in JOB_OUTPUTS[self.kind]]
+        return [layout.table_part(self.scale, t, part, root=data_root) for t in JOB_OUTPUTS[self.kind]]
 
     def done(self, data_root) -> bool:
         return all(is_complete(p) for p in self.outputs(data_root))

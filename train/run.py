@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from rcea import layout
 from rcea.config import Config
-from rcea.paths import data_dir
 
 REWARDS = ("verifier", "synthetic")
 
@@ -30,7 +30,7 @@ class TrainSetupError(RuntimeError):
 
 
 def default_output(scale: str, method: str) -> Path:
-    return data_dir() / "train" / scale / method
+    return layout.run_dir(scale, method)
 
 
 def on_cpu(cfg: Config) -> bool:
@@ -51,13 +51,6 @@ def check_host(cfg: Config) -> None:
     missing = [m for m in ("vllm", "bitsandbytes") if importlib.util.find_spec(m) is None]
     if missing:
         raise TrainSetupError(f"scale {cfg.scale} needs the train container ({', '.join(missing)} missing here); {hint}")
-
-
-def objective_settings(cfg: Config) -> dict:
-    s = cfg.objective()
-    if "max_completion_length" in s:  # DAPO shaping uses the run's completion budget
-        s["max_completion_length"] = cfg["train.max_completion_tokens"]
-    return s
 
 
 # ---- policy, data, rewards ------------------------------------------------------------------------
@@ -83,7 +76,7 @@ def training_dataset(cfg: Config, tokenizer):
     from rcea.data import chat_messages, load_train_records
     from rcea.store import is_complete
 
-    prepared = data_dir() / "prepared" / cfg.scale / "train.jsonl"
+    prepared = layout.prepared_pool(cfg.scale)
     if is_complete(prepared) and _prepared_matches(cfg, prepared):
         from rcea.jsonl import read_jsonl
 
@@ -137,13 +130,19 @@ def grpo_config(cfg: Config, ckpt_dir: Path):
 
     t = cfg.section("train")
     gpu = not on_cpu(cfg)
-    s = cfg.objective()
+    from train.objectives import settings_for
+    from train.objectives.loss import aggregation
+
+    s = settings_for(cfg)
+    # TRL's own clip and aggregation, recorded in the config for readers of TRL's fields; our loss replaces
+    # TRL's (train/trainer.py), so an objective without a clip (KL-Cov) leaves TRL's default in place.
+    clip = {"epsilon": s.epsilon} if hasattr(s, "epsilon") else {}
     kwargs = dict(
         output_dir=str(ckpt_dir), per_device_train_batch_size=t["per_device_batch"],
         gradient_accumulation_steps=t["grad_accum"], num_generations=t["num_generations"],
         num_iterations=t["num_iterations"], temperature=t["temperature"], top_p=t["top_p"],
         max_completion_length=t["max_completion_tokens"], beta=t["beta"],
-        epsilon=s.get("epsilon", 0.2), loss_type="dapo" if s["loss_type"] == "dapo" else "grpo",
+        loss_type=aggregation(s.loss_type), **clip,
         scale_rewards="group", mask_truncated_completions=False, importance_sampling_level="token",
         learning_rate=t["learning_rate"], weight_decay=t["weight_decay"], lr_scheduler_type=t["lr_scheduler"],
         warmup_ratio=t["warmup_ratio"], optim=t["optimizer"], bf16=t["precision"] == "bf16",
@@ -208,14 +207,13 @@ def lora_config(cfg: Config):
 
 # ---- checkpoints ----------------------------------------------------------------------------------
 
-STATE_FILE = "rcea_trainer_state.pt"  # the trainer's own state in each checkpoint (train.trainer writes it)
 
 
 def complete_checkpoints(ckpt_dir: Path) -> list[Path]:
     from rcea.store import is_complete
 
     found = [p for p in ckpt_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return sorted((p for p in found if is_complete(p / STATE_FILE)), key=lambda p: int(p.name.split("-")[-1]))
+    return sorted((p for p in found if is_complete(p / layout.TRAINER_STATE)), key=lambda p: int(p.name.split("-")[-1]))
 
 
 def newest_checkpoint(ckpt_dir: Path) -> Path | None:
@@ -254,6 +252,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
         log(f"[train] --resume: no complete checkpoint in {ckpt_dir}; starting from step 0")
     # Imported only now: Transformers and TRL take tens of CPU seconds to import, which a reused run skips.
     from train.monitor import StepLogger, read_steps, truncate_steps
+    from train.objectives import settings_for
     from train.progress import ProgressLine
     from train.trainer import ObjectiveGRPOTrainer
 
@@ -271,7 +270,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
         train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(cfg),
         callbacks=[StepLogger(steps_path, out / "tb" if "tensorboard" in report_targets(cfg) else None),
                    ProgressLine(log), *callbacks],
-        objective=cfg.method, objective_settings=objective_settings(cfg), refill_seed=cfg["train.seed"],
+        objective=cfg.method, objective_settings=settings_for(cfg), refill_seed=cfg["train.seed"],
     )
     _mark_checkpoints_complete(trainer, cfg)
     if start is not None:
@@ -307,6 +306,6 @@ def _mark_checkpoints_complete(trainer, cfg: Config) -> None:
     class _Manifest(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):
             ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            write_manifest(ckpt / STATE_FILE, cfg=cfg, step=state.global_step)
+            write_manifest(ckpt / layout.TRAINER_STATE, cfg=cfg, step=state.global_step)
 
     trainer.add_callback(_Manifest())

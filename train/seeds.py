@@ -19,6 +19,7 @@ import contextlib
 import statistics
 import sys
 import time
+from rcea import layout
 
 
 def sampled_accuracy(model, tokenizer, cfg, questions: list[dict], k: int, seed: int, batch: int = 64) -> float:
@@ -80,7 +81,6 @@ def report(result: dict) -> str:
 
 def main(argv=None) -> int:
     from rcea.config import METHODS, ConfigError, check_choice, load_config
-    from rcea.paths import data_dir
     from rcea.store import atomic_write_json, atomic_write_text
 
     ap = argparse.ArgumentParser(prog="python -m train.seeds", description=__doc__.splitlines()[0])
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     questions = toy.questions("test", args.questions, seed=cfg0["toy.seed"])
     eval_seed = cfg0["probe.seed"]
-    root = data_dir() / "seeds" / args.scale / args.method
+    root = layout.seeds_dir(args.scale, args.method)
     t0 = time.time()
     model, tok = _load(cfg0, None)
     warm = sampled_accuracy(model, tok, cfg0, questions, args.k, eval_seed)
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         "gain_over_sd": gain / sd if sd > 0 else float("inf"), "min_gain": min(accs) - warm,
         "beats_noise": bool(gain > sd and min(accs) > warm), "wall_s": round(time.time() - t0, 1),
     }
-    out = data_dir() / "results" / args.scale
+    out = layout.results_dir(args.scale)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / f"seeds-{args.method}.json", result)
     text = report(result)

@@ -23,8 +23,8 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import use_adapter
 
-from train.objectives import Normalisers, get, objective_loss, token_batch
-from train.run import STATE_FILE
+from rcea.layout import TRAINER_STATE
+from train.objectives import Normalisers, ObjectiveSettings, get, objective_loss, token_batch
 
 # sha256 of inspect.getsource of the TRL 0.29.0 methods this subclass overrides or relies on.
 TRL_VERSION = "0.29.0"
@@ -59,7 +59,7 @@ def _pad_cat(tensors: list[torch.Tensor], value, left: bool) -> torch.Tensor:
 class ObjectiveGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages and loss come from `train.objectives.<objective>`."""
 
-    def __init__(self, *args, objective: str, objective_settings: dict, refill_seed: int = 0, **kwargs):
+    def __init__(self, *args, objective: str, objective_settings: ObjectiveSettings, refill_seed: int = 0, **kwargs):
         import trl
 
         if trl.__version__ != TRL_VERSION:
@@ -69,7 +69,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         if self.accelerator.num_processes != 1:
             raise RuntimeError("ObjectiveGRPOTrainer runs on one process (one GPU or CPU), as the paper's runs do")
         self.objective = get(objective)
-        self.settings = dict(objective_settings)
+        self.settings = objective_settings
         self.refill_seed = refill_seed
         self.initial_entropy: float | None = None  # the objective's first-rollout statistic (GTPO H_ini)
         self._rollouts = 0
@@ -114,7 +114,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         out = self._scored_rollout(inputs)
         if not self.model.training:
             return self._add_objective_inputs(out, inputs)
-        if self.objective.filters_groups and self.settings.get("dynamic_sampling", False):
+        if self.objective.filters_groups and self.settings.dynamic_sampling:
             out = self._dynamic_sampling(out, inputs)
         out = self._add_objective_inputs(out, inputs)
         self._rollouts += 1
@@ -136,7 +136,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
             for g in range(r.size(0)):
                 if r[g].max() > r[g].min():
                     kept.append((len(batches) - 1, g))
-            if len(kept) >= n_groups or rounds >= self.settings["max_num_gen_batches"]:
+            if len(kept) >= n_groups or rounds >= self.settings.max_num_gen_batches:
                 break
             rounds += 1
             idx = rng.sample(range(len(self.train_dataset)), n_groups)
@@ -257,10 +257,10 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         super()._save_checkpoint(model, trial)
         ckpt = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
         torch.save({"initial_entropy": self.initial_entropy, "step": self._step, "rollouts": self._rollouts,
-                    "buffered_inputs": self._buffered_inputs}, ckpt / STATE_FILE)
+                    "buffered_inputs": self._buffered_inputs}, ckpt / TRAINER_STATE)
 
     def load_objective_state(self, checkpoint: str | Path) -> None:
-        state = torch.load(Path(checkpoint) / STATE_FILE, weights_only=False)
+        state = torch.load(Path(checkpoint) / TRAINER_STATE, weights_only=False)
         self.initial_entropy = state["initial_entropy"]
         self._step, self._rollouts, self._buffered_inputs = state["step"], state["rollouts"], state["buffered_inputs"]
 

@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from infer.audit.sample import audit_db, drawn, import_labels, report, sample
+from infer.audit.sample import drawn, import_labels, report, sample
 from infer.audit.server import make_server
+from rcea.layout import audit_db
 from rcea.store import atomic_write_json
 
 

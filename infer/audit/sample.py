@@ -9,15 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rcea.layout import audit_db, semantic_dir
 from rcea.store import read_parquet
 
 from infer.audit import store
 from infer.audit.metrics import audit_report
-from infer.llm_io import blind_id, load_questions, load_samples, load_texts, semantic_dir
-
-
-def audit_db(scale: str) -> Path:
-    return semantic_dir(scale) / "audit" / "audit.sqlite"
+from infer.llm_io import blind_id, load_questions, load_samples, load_texts
 
 
 def draw_pairs(assignments: pd.DataFrame, seed: int = 2031, n_questions: int = 29, per_question: int = 18,

@@ -12,6 +12,7 @@ import re
 
 from invoke.exceptions import Exit
 
+from rcea import layout
 from rcea.config import METHODS  # one spelling of each name; rcea.config needs only the stdlib
 
 WHATS = ("greedy", "passk", "probe", "covariance", "all")
@@ -172,8 +173,8 @@ def results_dir() -> str:
 
 def aggregate_command(scale: str, skip_bad_parts: bool = False) -> list[str]:
     root = data_root(scale)
-    return role_command("aggregate", ["--input", f"{root}/infer/{scale}/tables",
-                                      "--output", f"{root}/results/{scale}", "--scale", scale,
+    return role_command("aggregate", ["--input", str(layout.tables_dir(scale, root)),
+                                      "--output", str(layout.results_dir(scale, root)), "--scale", scale,
                                       *(["--skip-bad-parts"] if skip_bad_parts else [])], scale)
 
 
@@ -181,7 +182,7 @@ def publish_command(scale: str) -> list[str]:
     """Copy data/results/<scale> to results/<scale> on the host (3b/7b: out of the named volume through
     the aggregate service's bind mount of ./results, see compose.yaml)."""
     dest = f"{results_dir()}/{scale}" if scale == "tiny" else f"results/{scale}"
-    return role_command("rcea.publish", [f"{data_root(scale)}/results/{scale}", dest], scale)
+    return role_command("rcea.publish", [str(layout.results_dir(scale, data_root(scale))), dest], scale)
 
 
 def build_command(roles) -> list[str]:

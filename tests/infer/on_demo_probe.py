@@ -24,7 +24,8 @@ import pytest
 
 from infer.codebook import CodebookSettings, Pipeline
 from infer.judge import LLMJudge, run_judge
-from infer.llm_io import export_labels, load_questions, load_samples, load_texts, semantic_dir, traj_id
+from infer.llm_io import export_labels, load_questions, load_samples, load_texts, traj_id
+from rcea.layout import semantic_dir
 from rcea import toy
 from rcea.config import load_config
 from rcea.paths import project_root

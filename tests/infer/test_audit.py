@@ -7,17 +7,17 @@ import urllib.request
 
 import pytest
 
+from rcea.layout import audit_db, semantic_dir
 from rcea.store import read_parquet
 
 from infer.audit import store
 from infer.audit.__main__ import main as audit_main
 from rcea.stats import macro_f1
-from infer.audit.sample import audit_db, draw_pairs
+from infer.audit.sample import draw_pairs
 from infer.audit.server import make_server
 from infer.codebook import CodebookSettings, Pipeline
 from infer.judge import LLMJudge, run_judge
 from infer.llm import LLMSettings
-from infer.llm_io import semantic_dir
 from tests.infer.scripted_server import ScriptedServer, write_probe_fixture
 
 

@@ -11,7 +11,8 @@ import pandas as pd
 from infer.codebook import CodebookSettings, ModeLabeller, Pipeline, run_labeller, summary
 from infer.llm import LLMSettings
 from infer.judge import LLMJudge, run_judge
-from infer.llm_io import load_samples, semantic_dir
+from infer.llm_io import load_samples
+from rcea.layout import semantic_dir
 from rcea.paths import project_root
 from rcea.store import read_parquet, read_table
 from tests.infer.scripted_server import ScriptedServer, kill_when_cached, llm_settings as llm, write_probe_fixture

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
+from rcea.layout import queue_path
 from rcea.config import load_config
 from rcea.schema import TABLES
 from rcea.store import read_table
@@ -22,7 +23,7 @@ from rcea.store import read_table
 from infer.__main__ import main as cli
 from infer.jobs import covariance_questions, derive_seed, encode, run_greedy, run_job
 from infer.queue import Queue
-from infer.worker import Context, queue_path, run_worker
+from infer.worker import Context, run_worker
 from tests.infer.tiny_run import subprocess_env, tiny_overrides
 
 SORT = {"samples": ["step", "question_id", "sample"], "tokens": ["step", "question_id", "sample", "position"],

@@ -10,7 +10,8 @@ import pytest
 
 from infer.judge import LLMJudge, Judge, calibrate, calibration_metrics, main, run_judge
 from infer.llm import LLMSettings
-from infer.llm_io import load_samples, semantic_dir
+from infer.llm_io import load_samples
+from rcea.layout import semantic_dir
 from rcea.paths import project_root
 from tests.infer.scripted_server import ScriptedServer, write_probe_fixture
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import sqlite3
@@ -13,67 +12,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rcea.layout import semantic_dir
 from rcea.config import load_config
 from rcea.paths import project_root
 
 from infer.labels import choose
-from infer.llm_io import load_samples, semantic_dir
+from infer.llm_io import load_samples
 from infer.plan import plan_jobs
+from tests.common.test_import_graph import import_graph
 from tests.infer.scripted_server import ScriptedServer, write_probe_fixture
 
 INFER = project_root() / "infer"
 
 
-def infer_imports() -> dict[str, set[str]]:
-    """{module: infer modules it imports anywhere (top level or inside functions)}, from the source."""
-    graph = {}
-    for path in INFER.rglob("*.py"):
-        rel = path.relative_to(project_root()).with_suffix("")
-        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-        pkg = name if rel.name == "__init__" else name.rsplit(".", 1)[0]
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                found |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:  # relative: from the package, `level - 1` packages up
-                    parts = pkg.split(".")
-                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-                found.add(base)
-                found |= {f"{base}.{a.name}" for a in node.names}
-        graph[name] = {m for m in found if m.startswith("infer") and m != name}
-    return {k: {m for m in v if m in graph} for k, v in graph.items()}
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every import cycle (as a path that returns to its start), found by depth-first search."""
-    found, state = [], {}
-
-    def visit(node, path):
-        state[node] = "open"
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == "open":
-                found.append(path[path.index(nxt):] + [nxt])
-            elif nxt not in state:
-                visit(nxt, path + [nxt])
-        state[node] = "done"
-
-    for n in sorted(graph):
-        if n not in state:
-            visit(n, [n])
-    return found
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
-    assert cycles({"a": {"b"}, "b": set()}) == []
-
-
-def test_no_import_cycle_in_infer():
-    graph = infer_imports()
+def test_labelling_has_one_owner_in_the_import_graph():
+    """(The whole project's cycle check: tests/common/test_import_graph.py.)"""
+    graph = import_graph(("infer",))
     assert "infer.judge" in graph and "infer.llm" in graph["infer.judge"]  # the walker sees real imports
-    assert cycles(graph) == []
     assert "infer.rules" not in graph["infer.judge"] and "infer.judge" not in graph["infer.rules"]
     assert {"infer.judge", "infer.codebook", "infer.rules"} <= graph["infer.labels"]
 

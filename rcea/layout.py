@@ -1,0 +1,85 @@
+"""The artifact store's layout: every path under the data folder, in one place.
+
+    models/<name>/                              locally built models (the tiny scale)
+    prepared/<scale>/train.jsonl                the drawn training pool
+    train/<scale>/<run>/                        one training run (<run>: the method, or <method>-seed<N>)
+        config/                                 configuration, copied verbatim
+        checkpoints/checkpoint-<step>/          LoRA adapter + trainer state (complete ones only), with
+                                                TRAINER_STATE, the objective trainer's own state
+        steps.jsonl, tb/                        per-step log, TensorBoard mirror
+    seeds/<scale>/<method>/                     the run-to-run noise runs (train.seeds)
+    infer/<scale>/queue.sqlite                  the job queue
+    infer/<scale>/tables/<table>/<part>.parquet the sample schema (rcea/schema.py), one part per job
+    infer/<scale>/semantic/                     validity and mode labels; audit/audit.sqlite
+    llm_cache/<client>/                         cached judge and codebook responses
+    results/<scale>/                            aggregated summary, tables, figures, report
+
+`root` is the data folder as the caller sees it: `rcea.paths.data_dir()` by default (`RCEA_DATA`, else
+./data), or the folder a command line names (the Compose volume is "data" inside the containers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rcea.paths import data_dir
+
+TRAINER_STATE = "rcea_trainer_state.pt"  # in each checkpoint folder; train.trainer writes it, its manifest marks
+                                         # the checkpoint complete
+
+
+def _root(root: str | Path | None) -> Path:
+    return data_dir() if root is None else Path(root)
+
+
+def models_dir(name: str, root: str | Path | None = None) -> Path:
+    return _root(root) / "models" / name
+
+
+def prepared_pool(scale: str, root: str | Path | None = None) -> Path:
+    return _root(root) / "prepared" / scale / "train.jsonl"
+
+
+def run_dir(scale: str, run: str, root: str | Path | None = None) -> Path:
+    return _root(root) / "train" / scale / run
+
+
+def checkpoints_dir(scale: str, run: str, root: str | Path | None = None) -> Path:
+    return run_dir(scale, run, root) / "checkpoints"
+
+
+def seeds_dir(scale: str, method: str, root: str | Path | None = None) -> Path:
+    return _root(root) / "seeds" / scale / method
+
+
+def infer_dir(scale: str, root: str | Path | None = None) -> Path:
+    return _root(root) / "infer" / scale
+
+
+def queue_path(scale: str, root: str | Path | None = None) -> Path:
+    return infer_dir(scale, root) / "queue.sqlite"
+
+
+def tables_dir(scale: str, root: str | Path | None = None) -> Path:
+    return infer_dir(scale, root) / "tables"
+
+
+def table_part(scale: str, table: str, part: str, root: str | Path | None = None) -> Path:
+    """One job's part of a table (its manifest beside it): what work units check for completeness."""
+    return tables_dir(scale, root) / table / f"{part}.parquet"
+
+
+def semantic_dir(scale: str, root: str | Path | None = None) -> Path:
+    return infer_dir(scale, root) / "semantic"
+
+
+def audit_db(scale: str, root: str | Path | None = None) -> Path:
+    return semantic_dir(scale, root) / "audit" / "audit.sqlite"
+
+
+def llm_cache_dir(client: str, root: str | Path | None = None) -> Path:
+    return _root(root) / "llm_cache" / client
+
+
+def results_dir(scale: str, root: str | Path | None = None) -> Path:
+    return _root(root) / "results" / scale

@@ -1,0 +1,67 @@
+"""No import cycle anywhere in the project's packages (read from the source: every import, top level or
+inside a function, counts), so each module can be understood and tested from its dependencies up."""
+
+from __future__ import annotations
+
+import ast
+
+from rcea.paths import project_root
+
+PACKAGES = ("rcea", "train", "infer", "aggregate", "benchmarks")
+
+
+def import_graph(packages=PACKAGES) -> dict[str, set[str]]:
+    """{module: project modules it imports}, a package's `__init__` named by the package."""
+    root, graph = project_root(), {}
+    for top in packages:
+        for path in (root / top).rglob("*.py"):
+            rel = path.relative_to(root).with_suffix("")
+            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            pkg = name if rel.name == "__init__" else name.rsplit(".", 1)[0]
+            found = set()
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    found |= {a.name for a in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:  # relative: from the package, `level - 1` packages up
+                        parts = pkg.split(".")
+                        base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                    found.add(base)
+                    found |= {f"{base}.{a.name}" for a in node.names}
+            graph[name] = {m for m in found if m.split(".")[0] in packages and m != name}
+    return {k: {m for m in v if m in graph} for k, v in graph.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle (as a path that returns to its start), found by depth-first search."""
+    found, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [n])
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_sees_the_project_s_imports():
+    graph = import_graph()
+    assert "rcea.layout" in graph["infer.worker"] and "train.objectives.registry" in graph["train.objectives.loss"]
+    assert len(graph) > 80
+
+
+def test_no_import_cycle_in_the_project():
+    assert cycles(import_graph()) == []
