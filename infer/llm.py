@@ -153,6 +153,8 @@ class LLMClient:
     def _openai(self):
         if self._client is None:
             import openai
+            # max_retries=0: the openai client's own retry loop is off, so `_call` is the only one (it also
+            # caps Retry-After at judge.max_retry_after_s, counts attempts, and never retries an HTML 200).
             self._client = openai.OpenAI(base_url=self.settings.base_url, api_key=api_key(self.settings),
                                          timeout=self.settings.timeout_s, max_retries=0)
         return self._client
