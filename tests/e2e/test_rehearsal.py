@@ -14,78 +14,27 @@ through RCEA_OVERRIDES in compose.yaml):
   the tests' scripted OpenAI-compatible server (it answers toy problems).
 
 The demo's tiny models (session fixture) are copied into the data volume first, as a model cache would
-be on a GPU host; everything else the study makes itself.
+be on a GPU host; everything else the study makes itself. The run itself is `studies.rehearsal_study`, started
+by conftest.py beside the Ray engine's study as soon as the demo is done.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import socket
 import subprocess
-import tomllib
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math")
+from tests.e2e.studies import BENCHMARKS, ROOT, Rehearsal
+
 STAGES = ("prepare", "train grpo", "workers", "judge", "modes", "audit sample", "aggregate", "results -> results/3b/")
 
 
-def toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    return json.dumps(v) if isinstance(v, str) else repr(v)
+def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(studies):
+    check_rehearsal(studies["rehearsal"].result())
 
 
-def rehearsal_overrides(port: int) -> list[str]:
-    tiny = tomllib.loads((ROOT / "configs" / "scales" / "tiny.toml").read_text())
-    out = [f"{section}.{key}={toml_value(v)}" for section, table in tiny.items() for key, v in table.items()]
-    url = f"http://127.0.0.1:{port}/v1"  # the judge service's port 8000, moved to a free host port
-    return out + [
-        "train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
-        f"eval.benchmarks={toml_value(['toy', *BENCHMARKS])}", "eval.questions_per_benchmark=2",
-        # K = 8 samples per probe question (the tiny scale's): enough valid successes per question for mode
-        # retention (m_min = 3) and both outcomes per question for the paired ratios
-        "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=8", "passk.questions=6", "passk.n=4",
-        "aggregate.bootstrap_resamples=200",
-        "judge.labeller=llm", f"judge.base_url={json.dumps(url)}", f"codebook.base_url={json.dumps(url)}",
-        "judge.model=scripted", "codebook.model=scripted"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(demo, tmp_path):
-    rehearse(demo[0] / "models", tmp_path)
-
-
-def rehearse(models: Path, tmp_path: Path, extra_overrides=()) -> None:
-    """Run the rehearsal with `models` as the model cache, in `tmp_path`, and check what it left."""
-    state, results = tmp_path / "docker", tmp_path / "results"
-    volume = state / "volumes" / "rcea_data"
-    shutil.copytree(models, volume / "models")  # the model cache
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
-        "RCEA_DATA", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS")}  # the study decides these
-    env.update(PATH=f"{ROOT}/tests/deploy/fake_docker{os.pathsep}{env['PATH']}", FAKE_DOCKER_STATE=str(state),
-               FAKE_DOCKER_STANDINS=str(ROOT / "tests" / "deploy" / "fake_docker" / "standins"),
-               FAKE_DOCKER_PORTS=f"8000={port}", RCEA_RESULTS=str(results))
-    cmd = [str(ROOT / "scripts" / "run"), "study", "--scale", "3b", "--methods", "grpo", "--num-workers", "2"]
-    for o in [*rehearsal_overrides(port), *extra_overrides]:
-        cmd += ["--override", o]
-    try:
-        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-        pids = sorted(p.name for p in (state / "pids").glob("*.pid"))  # what the study left running
-    finally:  # a failed study must not leave the judge server behind
-        subprocess.run(["docker", "compose", "down"], cwd=ROOT, env=env, capture_output=True, timeout=120)
+def check_rehearsal(r: Rehearsal) -> None:
+    """What the rehearsal left: every stage, every report output, the real benchmarks, what each container saw."""
+    run, pids, state, results, volume = r.run, r.pids, r.state, r.results, r.volume
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     out = run.stdout
     for stage in STAGES:
