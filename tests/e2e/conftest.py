@@ -21,7 +21,7 @@ def demo(tmp_path_factory):
     env = dict(os.environ, RCEA_DATA=str(data), RCEA_RESULTS=str(data.parent / "results"))
     env.pop("RCEA_OVERRIDES", None)
     cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS)]
-    first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]

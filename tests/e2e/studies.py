@@ -33,7 +33,7 @@ def ray_study(data: Path, tmp_path: Path) -> tuple[Path, subprocess.CompletedPro
                RCEA_LEDGER=str(tmp_path / "ledger.sqlite"), RAY_ADDRESS="local")
     env.pop("RCEA_OVERRIDES", None)
     run = subprocess.run([str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS),
-                          "--engine", "ray"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+                          "--engine", "ray"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     return ray_data, run
 
 
@@ -93,7 +93,7 @@ def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehears
     for o in [*rehearsal_overrides(port), *extra_overrides]:
         cmd += ["--override", o]
     try:
-        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
         pids = sorted(p.name for p in (state / "pids").glob("*.pid"))  # what the study left running
     finally:  # a failed study must not leave the judge server behind
         subprocess.run(["docker", "compose", "down"], cwd=ROOT, env=env, capture_output=True, timeout=120)
