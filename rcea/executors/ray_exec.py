@@ -89,13 +89,18 @@ def connect(address: str | None, parallel: dict | None = None, gpus: bool = True
     # Every unit task names its GPUs itself (run_batch); opt in to Ray's coming default, which leaves
     # CUDA_VISIBLE_DEVICES alone for tasks without GPUs (and stops its FutureWarning about it).
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    env_address = os.environ.get("RAY_ADDRESS", "")
+    if not address and env_address not in ("", "local"):
+        address = env_address  # Ray's own variable names the cluster to join
     if address:
         ctx = ray.init(address=address, **kwargs)
     else:
         slots = {"train": 2, "infer": 1} if not gpus else {"train": 1, "infer": 8}
         slots.update(parallel or {})
         kwargs.setdefault("resources", slots)
-        ctx = ray.init(**kwargs)
+        # address="local": a Ray of our own. Without it ray.init joins whatever cluster Ray's address file
+        # (/tmp/ray/ray_current_cluster) names, e.g. one the user started with `ray start` for something else.
+        ctx = ray.init(address="local", **kwargs)
     url = getattr(ctx, "dashboard_url", "") or ""
     log(f"[ray] connected to {address or 'a local Ray instance'}; dashboard: "
         + (f"http://{url}" if url else "not running (the cluster's head serves it when started with ray[default])"))
