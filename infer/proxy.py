@@ -14,7 +14,6 @@ import numpy as np
 from rcea.stats import covariance_proxy, group_advantages
 
 
-
 def chosen_token_cov_proxy(groups: list[str], rewards: list[int], logprobs: list[np.ndarray], eps: float
                            ) -> list[np.ndarray]:
     """Per-sample lists in one batch: question id, reward (0/1) and chosen-token log-probs (T_k,).

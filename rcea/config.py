@@ -30,7 +30,6 @@ SCALES = ("tiny", "3b", "7b")
 STATUSES = {"S": "stated", "R": "reconstructed", "C": "chosen"}
 
 
-
 # Transport settings: where an LLM endpoint lives, how its key is found, how many requests run at once
 # and how long to wait. Results do not depend on them (responses are cached per request), so they are
 # recorded in each run's resolved.json but left out of the configuration hash.
@@ -59,12 +58,17 @@ def check_choice(kind: str, value: str, valid: Iterable[str]) -> str:
     return value
 
 
-def _type_ok(default: Any, value: Any) -> bool:
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, float):
+def value_fits(kind: type, value: Any) -> bool:
+    """Whether `value` may stand for a setting of type `kind`: bools only for bools, ints for floats."""
+    if kind is bool or isinstance(value, bool):
+        return kind is bool and isinstance(value, bool)
+    if kind is float:
         return isinstance(value, (int, float))
-    return isinstance(value, type(default))
+    return isinstance(value, kind)
+
+
+def _type_ok(default: Any, value: Any) -> bool:
+    return value_fits(type(default), value)
 
 
 def _read_settings(path: Path, prefix: str = "") -> dict[str, Setting]:

@@ -208,7 +208,6 @@ def lora_config(cfg: Config):
 # ---- checkpoints ----------------------------------------------------------------------------------
 
 
-
 def complete_checkpoints(ckpt_dir: Path) -> list[Path]:
     from rcea.store import is_complete
 

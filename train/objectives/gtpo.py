@@ -22,13 +22,13 @@ import torch
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
 from train.objectives.settings import ClippedSettings
-from train.objectives.common import clip_fractions, ppo_clip_loss
+from train.objectives.common import LOSS_TYPES, clip_fractions, ppo_clip_loss
 from train.objectives.grpo import standard_prepare
 
 
 @dataclass(frozen=True)
 class GTPOSettings(ClippedSettings):
-    LOSS_TYPES: ClassVar[tuple[str, ...]] = ("grpo", "dapo", "gtpo_code")
+    LOSS_TYPES: ClassVar[tuple[str, ...]] = (*LOSS_TYPES, "gtpo_code")
 
     ent_scale: float  # gamma of A - gamma <H>
     w_raw: float  # conflict weight W

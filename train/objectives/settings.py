@@ -15,19 +15,12 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-ADV_SCALES = ("group", "batch", "none")
+from rcea.config import value_fits
+from train.objectives.common import ADV_SCALES, LOSS_TYPES
 
 
 class SettingsError(ValueError):
     """An objective's settings do not fit its record; the message names what is valid."""
-
-
-def _type_ok(kind: type, value: Any) -> bool:
-    if kind is bool or isinstance(value, bool):
-        return kind is bool and isinstance(value, bool)
-    if kind is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, kind)
 
 
 @dataclass(frozen=True)
@@ -38,7 +31,7 @@ class ObjectiveSettings:
     scale_rewards: str  # "group", "batch" or "none"
     adv_eps: float  # std epsilon of the group advantage
 
-    LOSS_TYPES: ClassVar[tuple[str, ...]] = ("grpo", "dapo")
+    LOSS_TYPES: ClassVar[tuple[str, ...]] = LOSS_TYPES
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -58,7 +51,7 @@ class ObjectiveSettings:
         checked = {}
         for name in names:
             value, kind = values[name], hints[name]
-            if not _type_ok(kind, value):
+            if not value_fits(kind, value):
                 raise SettingsError(f"{method}.{name} must be {kind.__name__}, got {value!r}")
             checked[name] = float(value) if kind is float else value
         record = cls(**checked)
