@@ -1,6 +1,6 @@
 """Aggregation settings, typed and frozen (docs/estimators.md, its #choices table).
 
-Every field takes its default from configs/base.toml (``rcea.config.base_default``: never copied here, one
+Every field takes its default from configs/base.toml (``_setting(key)``: never copied here, one
 spelling: the field name is the TOML key of [aggregate], apart from the few read from another section, named
 at the field), where its status and reason are documented (docs/settings.md).
 ``load_settings(scale)`` applies a scale's values; the CLI overrides fields (``AggregateSettings.replace``).
@@ -13,14 +13,20 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rcea.config import base_default, base_value
+from rcea.config import base_value
 
 if TYPE_CHECKING:
     from rcea.stats import FailureThresholds
 
 
-def _base_tuple(key: str):
-    return lambda: tuple(base_value(key))
+def _plain(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value  # TOML arrays as (hashable, frozen) tuples
+
+
+def _setting(key: str):
+    """A field whose default is `key`'s value in configs/base.toml; `load_settings` reads the same key
+    from a scale's configuration, so the field-to-key map is written once, here."""
+    return field(default_factory=lambda: _plain(base_value(key)), metadata={"key": key})
 
 
 def _base_failure() -> "FailureThresholds":
@@ -35,47 +41,47 @@ def _base_failure() -> "FailureThresholds":
 class AggregateSettings:
     """Settings of the aggregation role."""
 
-    bootstrap_resamples: int = field(default_factory=base_default("aggregate.bootstrap_resamples"))
+    bootstrap_resamples: int = _setting("aggregate.bootstrap_resamples")
     """[S] resamples for every bootstrap interval (paired ratio, retention)."""
-    bootstrap_seed: int = field(default_factory=base_default("aggregate.bootstrap_seed"))
+    bootstrap_seed: int = _setting("aggregate.bootstrap_seed")
     """[C] seed of the bootstrap generators (the paper gives none)."""
-    ci_level: float = field(default_factory=base_default("aggregate.ci_level"))
+    ci_level: float = _setting("aggregate.ci_level")
     """[S] percentile interval width, in percent."""
-    min_k_r: int = field(default_factory=base_default("aggregate.min_k_r"))
+    min_k_r: int = _setting("aggregate.min_k_r")
     """[S] a reward-conditioned quantity is reported only if K_r >= min_k_r (lower it for tiny runs)."""
-    rarefaction_seed: int = field(default_factory=base_default("aggregate.rarefaction_seed"))
+    rarefaction_seed: int = _setting("aggregate.rarefaction_seed")
     """[S] seed of the frozen rarefaction draws; keyed per (question, checkpoint)
     (docs/estimators.md#semantic-modes)."""
-    rarefaction_draws: int = field(default_factory=base_default("aggregate.rarefaction_draws"))
+    rarefaction_draws: int = _setting("aggregate.rarefaction_draws")
     """[C] R, subsample draws per rarefied effective-mode count (docs/estimators.md#semantic-modes)."""
-    min_mode_m: int = field(default_factory=base_default("aggregate.min_mode_m"))
+    min_mode_m: int = _setting("aggregate.min_mode_m")
     """[C] m_min: a (question, checkpoint) pair is retention-eligible iff min(n_base, n_c) >= m_min
     (docs/estimators.md#semantic-modes)."""
-    uncertain_labels: tuple[str, ...] = field(default_factory=_base_tuple("aggregate.uncertain_labels"))
+    uncertain_labels: tuple[str, ...] = _setting("aggregate.uncertain_labels")
     """[S] mode labels excluded from the mode population."""
-    q99_quantile: float = field(default_factory=base_default("aggregate.q99_quantile"))
+    q99_quantile: float = _setting("aggregate.q99_quantile")
     """[S] within-stratum cutoff quantile of the chosen-token covariance proxy."""
-    quantile_method: str = field(default_factory=base_default("aggregate.quantile_method"))
+    quantile_method: str = _setting("aggregate.quantile_method")
     """[C] numpy quantile method (Hyndman-Fan type 7) (docs/estimators.md#covariance-proxy-and-q99-share)."""
-    rank_budgets: tuple[float, ...] = field(default_factory=_base_tuple("aggregate.rank_budgets"))
+    rank_budgets: tuple[float, ...] = _setting("aggregate.rank_budgets")
     """[S] equal-count upper-tail budgets of Table A8."""
-    advantage_eps: float = field(default_factory=base_default("covariance.advantage_eps"))
+    advantage_eps: float = _setting("covariance.advantage_eps")
     """[R] GRPO advantage denominator epsilon, covariance.advantage_eps (docs/estimators.md#covariance-proxy-and-q99-share)."""
-    pass_k: int = field(default_factory=base_default("passk.n"))
+    pass_k: int = _setting("passk.n")
     """[S] k of the reported pass@k (MATH500 pass@64)."""
-    failure_benchmark: str = field(default_factory=base_default("eval.trace_benchmark"))
+    failure_benchmark: str = _setting("eval.trace_benchmark")
     """[S] benchmark of the dense greedy trace the failure detector reads."""
     failure: FailureThresholds | None = None
     """[S] thresholds of the failure detector: the [failure] settings (None: those of configs/base.toml)."""
     base_method: str = "base"
     """[schema] ``method`` value of the untrained policy."""
-    steps_per_epoch: dict[str, int] = field(default_factory=base_default("aggregate.steps_per_epoch"))
+    steps_per_epoch: dict[str, int] = _setting("aggregate.steps_per_epoch")
     """[R] raw steps in one epoch per scale; other scales use the largest step seen."""
-    smoothing_window: int = field(default_factory=base_default("aggregate.smoothing_window"))
+    smoothing_window: int = _setting("aggregate.smoothing_window")
     """[C] centred moving-average window for plotted traces (visual only)."""
-    workers: int = field(default_factory=base_default("aggregate.workers"))
+    workers: int = _setting("aggregate.workers")
     """[C] worker processes for the bootstrap and the rarefaction (0: all available CPUs)."""
-    benchmark_order: tuple[str, ...] = field(default_factory=_base_tuple("aggregate.benchmark_order"))
+    benchmark_order: tuple[str, ...] = _setting("aggregate.benchmark_order")
     """[S] Table 1 column order (normalised benchmark names)."""
 
     def replace(self, **changes: Any) -> "AggregateSettings":
@@ -97,26 +103,18 @@ class AggregateSettings:
 
 
 def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettings:
-    """Project settings: ``rcea.config.load_config(scale)``'s ``aggregate.*`` keys (and ``passk.n`` as
-    the reported k) over the defaults here (only when ``scale`` is given), then ``overrides`` (CLI;
-    None values ignored)."""
+    """Project settings: each field's key (``_setting``) and the [failure] record read from
+    ``rcea.config.load_config(scale)`` (only when ``scale`` is given: the scale's values, e.g. pass@n with
+    k = n and the toy world's dense trace benchmark), then ``overrides`` (CLI; None values ignored)."""
     base = AggregateSettings()
     if scale is not None:
         from rcea.config import load_config
 
         cfg = load_config(scale)
-        known: dict[str, Any] = {}
-        if "passk.n" in cfg:  # the paper reports pass@n with k = n = 64; small scales sample fewer
-            known["pass_k"] = int(cfg["passk.n"])
+        known: dict[str, Any] = {f.name: _plain(cfg[f.metadata["key"]])
+                                 for f in dataclasses.fields(base) if "key" in f.metadata}
         from rcea.stats import FailureThresholds
 
         known["failure"] = FailureThresholds.from_config(cfg)
-        known["advantage_eps"] = cfg["covariance.advantage_eps"]
-        if "eval.trace_benchmark" in cfg:  # the dense trace infer/plan.py schedules (the toy world: toy)
-            known["failure_benchmark"] = cfg["eval.trace_benchmark"]
-        for f in dataclasses.fields(base):
-            if f"aggregate.{f.name}" in cfg:
-                value = cfg[f"aggregate.{f.name}"]
-                known[f.name] = tuple(value) if isinstance(value, list) else value
         base = base.replace(**known)
     return base.replace(**overrides)
