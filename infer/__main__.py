@@ -79,12 +79,13 @@ def cmd_worker(args) -> int:
     from infer.queue import Queue
     from infer.worker import Context, run_worker
     from rcea.layout import queue_path
+    from rcea.seeds import limit_cpu_threads
 
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(1)   # small models on shared CPUs: extra threads only spin (40x slower under load)
+    if device == "cpu":
+        limit_cpu_threads()
     q = Queue(queue_path(args.scale), lease_s=args.lease)
     stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty, poll_s=args.poll,
                        report_s=args.report, name=worker_label())

@@ -15,7 +15,6 @@ same checkpoint), skips a job whose outputs are complete, and exits with
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import traceback
@@ -83,10 +82,11 @@ def cmd_run_job(args) -> int:
 
     from infer.jobs import JobInputError, run_job
     from infer.worker import Context
+    from rcea.seeds import limit_cpu_threads
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(1)   # small models on shared CPUs: extra threads only spin
+    if device == "cpu":
+        limit_cpu_threads()
     ctx = Context(device, args.backend)
     worst = 0
     for spec in specs:

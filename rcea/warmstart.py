@@ -7,7 +7,6 @@ strategies (`rcea.toy.sft_examples`), loss on the completion tokens only. Cached
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 
@@ -19,11 +18,9 @@ def warm_start(base_dir: Path, out_dir: Path, cfg, progress: bool = True) -> Pat
     from rcea import toy
     from rcea.data import chat_messages
 
-    if "OMP_NUM_THREADS" not in os.environ:
-        # One thread, as the training and inference roles use for the tiny model: a second thread spins
-        # when the CPU is shared (60 steps at load ~6 on 2 cores: 171 CPU-s and 264 s with two threads,
-        # 24 CPU-s and 46 s with one).
-        torch.set_num_threads(1)
+    from rcea.seeds import limit_cpu_threads
+
+    limit_cpu_threads()
     torch.manual_seed(cfg["toy.seed"])
     tok = AutoTokenizer.from_pretrained(base_dir)
     model = AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32)

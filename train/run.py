@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -257,10 +256,10 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
 
     truncate_steps(steps_path, int(start.name.split("-")[-1]) if start else 0)
 
-    if on_cpu(cfg) and "OMP_NUM_THREADS" not in os.environ:
-        import torch
+    if on_cpu(cfg):
+        from rcea.seeds import limit_cpu_threads
 
-        torch.set_num_threads(1)  # a 0.5M-parameter model: extra CPU threads only spin (10x slower when shared)
+        limit_cpu_threads()
     seed_everything(cfg["train.seed"])
     model, tokenizer = load_policy(cfg)
     dataset = training_dataset(cfg, tokenizer)
