@@ -38,8 +38,7 @@ import pandas as pd
 from infer import codebook_prompts as P
 from infer.llm import LLMClient, LLMSettings, Request
 from infer.llm_io import export_labels, load_questions, load_samples, load_texts, traj_id
-from rcea import layout
-from rcea.layout import semantic_dir
+from rcea.layout import llm_cache_dir, semantic_dir
 from rcea.config import base_default
 from rcea.store import atomic_write_json, write_parquet
 
@@ -92,7 +91,7 @@ def _batches(seq: list, size: int) -> list[list]:
 class Pipeline:
     def __init__(self, scale: str, llm: LLMSettings, cb: CodebookSettings):
         self.scale, self.llm, self.cb = scale, llm, cb
-        self.client = LLMClient(llm, layout.llm_cache_dir("codebook"))
+        self.client = LLMClient(llm, llm_cache_dir("codebook"))
         self.log: list[dict] = []  # every unparsed / failed response, with what it affected
         self.local: dict[str, str | None] = {}  # traj_id -> mode from the induction chunk, via the merge
 

@@ -28,8 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
-from rcea import layout
-from rcea.layout import semantic_dir
+from rcea.layout import llm_cache_dir, semantic_dir
 from rcea.stats import binary_calibration
 
 from infer.llm import LLMClient, LLMSettings, Request, parse_json
@@ -79,7 +78,7 @@ class LLMJudge:
 
     def __init__(self, settings: LLMSettings, cache_dir: Path | None = None):
         self.settings = settings
-        self.client = LLMClient(settings, cache_dir or layout.llm_cache_dir("judge"))
+        self.client = LLMClient(settings, cache_dir or llm_cache_dir("judge"))
 
     def judge_many(self, items: list[tuple[str, str, str]]) -> list[Verdict]:
         reqs = [Request(judge_messages(*it), self.settings.params()) for it in items]
