@@ -11,10 +11,9 @@ text (what the setting is and why it has this value). Reads only the files, neve
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 
-from rcea.config import SCALES, STATUSES, _read_settings, _settings_from_plain
+from rcea.config import SCALES, STATUSES, _read_settings, _settings_from_plain, read_toml
 from rcea.paths import configs_dir, project_root
 
 OUTPUT = Path("docs") / "settings.md"
@@ -54,8 +53,7 @@ def render(cdir: Path | None = None) -> str:
     per_scale = {}
     for scale in SCALES:
         path = cdir / "scales" / f"{scale}.toml"
-        with path.open("rb") as fh:
-            per_scale[scale] = _settings_from_plain(tomllib.load(fh), settings)
+        per_scale[scale] = _settings_from_plain(read_toml(path), settings)
     shown = [s for s in SCALES if s != "3b"]
     lines = [HEADER]
     section = None

@@ -32,6 +32,16 @@ def test_paper_values_survive_on_real_scales():
     ("tiny", None, ("train.use_vllm=1",), "must be bool"),
     ("tiny", None, ("train.max_steps",), "section.key=value"),
     ("tiny", None, ("train.max_steps=-2",), "train.max_steps must be -1"),
+    ("tiny", None, ("train.learning_rate=-1",), "override 'train.learning_rate=-1': train.learning_rate must be > 0"),
+    ("tiny", None, ("train.save_steps=0",), "train.save_steps must be >= 1, got 0"),
+    ("tiny", None, ("train.num_generations=1",), "train.num_generations must be >= 2"),
+    ("tiny", None, ("train.top_p=1.5",), "train.top_p must be in (0, 1], got 1.5"),
+    ("tiny", None, ("train.lora_dropout=1",), "train.lora_dropout must be in [0, 1)"),
+    ("tiny", None, ("eval.milestones=[0.5, 2.0]",), "eval.milestones must be in (0, 1] (each value)"),
+    ("tiny", None, ("probe.composition={ toy = -1 }",), "probe.composition must be >= 0 (each value)"),
+    ("tiny", None, ("objectives.kl_cov.kl_cov_ratio=2",), "objectives.kl_cov.kl_cov_ratio must be in [0, 1]"),
+    ("tiny", None, ("aggregate.bootstrap_resamples=-5",), "aggregate.bootstrap_resamples must be >= 1"),
+    ("tiny", None, ("probe.seed=-3",), "probe.seed must be >= 0"),
     ("tiny", None, ("train.max_steps=0",), "train.max_steps must be -1"),
 ])
 def test_bad_configuration_names_the_valid_choices(scale, method, overrides, needle):
@@ -43,8 +53,28 @@ def test_bad_configuration_names_the_valid_choices(scale, method, overrides, nee
 def test_max_steps_accepts_minus_one_and_positive_counts():
     assert load_config("tiny", None, ["train.max_steps=-1"])["train.max_steps"] == -1
     assert load_config("tiny", None, ["train.max_steps=1"])["train.max_steps"] == 1
-    with pytest.raises(ConfigError, match=r"train.max_steps must be -1 \(derived from epochs\) or >= 1, got -5"):
+    with pytest.raises(ConfigError, match=r"train.max_steps must be -1 or >= 1, got -5"):
         load_config("tiny", None, ["train.max_steps=-5"])
+
+
+def test_range_edges_are_accepted():
+    """The bounds themselves, where a rule includes them (and every shipped value, loaded above)."""
+    cfg = load_config("tiny", None, ["train.top_p=1", "train.lora_dropout=0", "train.warmup_ratio=1",
+                                     "train.num_generations=2", "train.save_steps=1", "judge.max_retries=0"])
+    assert cfg["train.top_p"] == 1.0 and cfg["train.num_generations"] == 2
+
+
+def test_toml_syntax_error_names_the_file_and_line(tmp_path):
+    from rcea.paths import configs_dir
+    (tmp_path / "scales").mkdir()
+    (tmp_path / "base.toml").write_text((configs_dir() / "base.toml").read_text())
+    (tmp_path / "scales" / "tiny.toml").write_text("[train]\nlearning_rate = 1e-5\nsave_steps = \n")
+    with pytest.raises(ConfigError, match=r"tiny.toml: not valid TOML: .*line 3.*fix that line") as err:
+        load_config("tiny", root=tmp_path)
+    assert "\n" not in str(err.value)
+    (tmp_path / "base.toml").write_text("[train\n")
+    with pytest.raises(ConfigError, match=r"base.toml: not valid TOML: .*line 1"):
+        load_config("tiny", root=tmp_path)
 
 
 def test_overrides_are_typed_and_keep_status():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rcea.config import load_config
+from rcea.config import ConfigError, load_config
 from train.run import TrainSetupError, colocated_vllm, report_targets, trl_report_to
 
 
@@ -18,8 +18,8 @@ def test_a_context_too_short_for_prompt_plus_completion_is_refused():
     cfg = load_config("3b", "grpo", ["train.vllm_max_model_length=2048"])
     with pytest.raises(TrainSetupError, match="at least 2252"):
         colocated_vllm(cfg)
-    with pytest.raises(TrainSetupError, match="fraction"):
-        colocated_vllm(load_config("3b", "grpo", ["train.vllm_gpu_memory_utilization=1.5"]))
+    with pytest.raises(ConfigError, match=r"vllm_gpu_memory_utilization must be in \(0, 1\], got 1.5"):
+        load_config("3b", "grpo", ["train.vllm_gpu_memory_utilization=1.5"])  # refused before any set-up
 
 
 def test_report_to():
