@@ -28,25 +28,32 @@ from rcea.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
                                data_root, enqueue_command, judge_commands, local_command,
                                parse_methods, results_dir, role_command, status_command, train_command,
                                workers_command)
-from rcea.ops.shell import require_compose, run_all
+from rcea.ops.shell import is_dry, require_compose, run_all
 
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
 H_METHOD = f"RL objective: {', '.join(METHODS)}"
 H_WORKERS = f"GPUs/workers to start, 1..{MAX_WORKERS} (3b/7b; default: $NUM_WORKERS or {MAX_WORKERS})"
 
 
-def _at(c, scale: str, what: str, tiny_hint: str) -> str:
+def _at(c, scale: str, what: str, tiny_hint: str, gpu: bool = True) -> str:
     """Validate the scale; real scales need Docker (or `--dry`)."""
     choice("scale", scale, SCALES)
     if scale != "tiny":
-        require_compose(c, what, tiny_hint)
+        require_compose(c, what, f"run it locally at the tiny scale: {tiny_hint}" if gpu else tiny_hint, gpu)
     return scale
 
 
-def _share_overrides(overrides) -> None:
+def _share_overrides(c, overrides) -> None:
     """Overrides reach every process of a pipeline (and, through compose.yaml, every container)."""
     shared = [o for o in os.environ.get("RCEA_OVERRIDES", "").split(";") if o.strip()]
     os.environ["RCEA_OVERRIDES"] = ";".join([*overrides, *shared])
+    _say_overrides(c)
+
+
+def _say_overrides(c) -> None:
+    """Under `--dry`, the overrides every process will apply (they travel in $RCEA_OVERRIDES, not in argv)."""
+    if is_dry(c) and os.environ.get("RCEA_OVERRIDES", "").strip(";"):
+        print(f"# overrides for every process (RCEA_OVERRIDES): {os.environ['RCEA_OVERRIDES']}")
 
 
 @task(help={"scale": H_SCALE})
@@ -63,7 +70,9 @@ def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=No
     """Train one method at one scale (tiny: local .envs/train; 3b/7b: the training container, 1 GPU)."""
     choice("method", method, METHODS)
     choice("scale", scale, SCALES)
-    argv = train_command(method, scale, max_steps=max_steps, resume=resume, overrides=check_overrides(override))
+    argv = train_command(method, scale, max_steps=max_steps, resume=resume,
+                         overrides=check_overrides(override, scale))
+    _say_overrides(c)
     _at(c, scale, "training", f"invoke train --method {method} --scale tiny")
     run_all(c, [argv])
 
@@ -81,10 +90,10 @@ def infer(c, scale="tiny", method="grpo", what="all"):
 
 @task(help={"scale": H_SCALE, "num-workers": H_WORKERS,
             "lease": "seconds a job's claim lasts without a heartbeat (default 300)"})
-def workers(c, scale="tiny", num_workers=0, lease=0.0):
+def workers(c, scale="tiny", num_workers=None, lease=0.0):
     """Run the inference workers until the queue is empty (tiny: one local process; else N GPU workers)."""
     choice("scale", scale, SCALES)
-    n = check_workers(num_workers)
+    n = check_workers(num_workers, scale)
     if float(lease) < 0:
         raise Exit(f"invalid --lease {lease!r}; seconds > 0 (0: the worker's default, 300)", code=2)
     _at(c, scale, "the inference workers", "invoke workers --scale tiny")
@@ -131,7 +140,8 @@ def audit(c, scale="tiny", sample=False, serve=False, import_="", report=False):
                                                   "(the report lists each skipped file); default: stop"})
 def aggregate(c, scale="tiny", skip_bad_parts=False):
     """Aggregate the inference tables into the paper's tables and figures (CPU only)."""
-    _at(c, scale, "aggregation", "invoke aggregate --scale tiny")
+    _at(c, scale, "aggregation", f"copy data/infer/{scale}/tables out of the volume and run here "
+        f"`.envs/aggregate/bin/python -m aggregate --input TABLES --output OUT --scale {scale}`", gpu=False)
     run_all(c, [aggregate_command(scale, skip_bad_parts)])
 
 
@@ -140,12 +150,13 @@ def aggregate(c, scale="tiny", skip_bad_parts=False):
     "num-workers": H_WORKERS, "engine": f"how stages run: {', '.join(st.EXECUTORS)} (train and workers as Ray tasks)",
     "address": "Ray head HOST:PORT for --engine ray (default: start a local Ray)",
     "override": "config override key=value for every stage (repeatable)"})
-def study(c, scale="tiny", methods=",".join(METHODS), num_workers=0, engine="local", address="", override=None):
+def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="local", address="", override=None):
     """The whole study at one scale, stage by stage, resumable: prepare, train (each run enqueues its
     measurements), workers, judge, modes, audit sample, aggregate, results/<scale>/ on the host."""
-    stages = st.study_stages(choice("scale", scale, SCALES), parse_methods(methods), check_workers(num_workers))
+    stages = st.study_stages(choice("scale", scale, SCALES), parse_methods(methods),
+                             check_workers(num_workers, scale))
     execute = st.executor(engine, scale, parse_methods(methods), address)
-    _share_overrides(check_overrides(override))
+    _share_overrides(c, check_overrides(override, scale))
     _at(c, scale, "the study", "invoke study --scale tiny")
     _run(c, "study", scale, stages, execute)
 
@@ -162,7 +173,7 @@ def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
 def build(c, role="all"):
     """Build the container images from docker/ (needs a Docker engine with the compose plugin)."""
     roles = ROLES if role == "all" else (choice("role", role, ROLES + ("all",)),)
-    require_compose(c, "building images", "scripts/bootstrap (the local CPU environments)")
+    require_compose(c, "building images", "use scripts/bootstrap (the local CPU environments)")
     run_all(c, [build_command(roles)])
 
 
@@ -209,7 +220,7 @@ def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
     stages = st.study_stages("tiny", parse_methods(methods))
     execute = st.executor(engine, "tiny", parse_methods(methods), address)
     if quick:
-        _share_overrides(st.QUICK_OVERRIDES)
+        _share_overrides(c, st.QUICK_OVERRIDES)
     _run(c, "demo", "tiny", stages, execute)
 
 
@@ -217,7 +228,7 @@ def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
             "num-workers": f"workers you plan to start (default $NUM_WORKERS or {MAX_WORKERS})",
             "min-disk-gb": "free disk wanted at the project root, GiB",
             "ray-address": "a Ray head HOST:PORT to check it is reachable (invoke study --engine ray)"})
-def doctor(c, strict=False, num_workers=0, min_disk_gb=100, ray_address=""):
+def doctor(c, strict=False, num_workers=None, min_disk_gb=100, ray_address=""):
     """Preflight: Docker, NVIDIA driver (>= 580 for infer), GPU count, /dev/shm, disk, volume permissions.
 
     Exit status: 1 if a check fails; missing Docker/GPU are warnings (tiny still runs) unless --strict."""

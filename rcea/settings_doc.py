@@ -26,7 +26,9 @@ Status: **S** stated by the paper or the source it cites; **R** reconstructed fr
 paper leaves a gap; **C** our choice (an engineering default or a value the paper does not give).
 The value column is the paper's first scale (Qwen2.5-3B, `configs/base.toml`); the `tiny` and `7b`
 columns show only what those scales change. Any setting can be changed for one run with
-`--override section.key=value` (a TOML value); an unknown key stops the run with the valid names.
+`--override section.key=value` (a TOML value); an unknown key, a value of the wrong type or out of its
+range (`rcea.config.RANGES`: rates > 0, counts >= 1, probabilities in [0, 1], ...) stops the run with one line
+naming the valid choices, checked by the task before any process or container starts.
 Estimators that use these settings: [estimators.md](estimators.md); objectives: [objectives.md](objectives.md).
 """
 

@@ -13,7 +13,7 @@ import re
 from invoke.exceptions import Exit
 
 from rcea import layout
-from rcea.config import METHODS  # one spelling of each name; rcea.config needs only the stdlib
+from rcea.config import METHODS, SCALES, ConfigError, load_config  # rcea.config needs only the stdlib
 
 WHATS = ("greedy", "passk", "probe", "covariance", "all")
 ROLES = ("train", "infer", "aggregate")
@@ -37,18 +37,31 @@ def choice(option: str, value, choices) -> str:
     return value
 
 
-def check_workers(n) -> int:
-    """--num-workers, else $NUM_WORKERS, else 8; each worker takes one GPU."""
-    n = n or os.environ.get("NUM_WORKERS") or MAX_WORKERS
+def check_workers(n, scale: str | None = None) -> int:
+    """--num-workers (None: not given), else $NUM_WORKERS, else 8; each worker takes one GPU (3b/7b).
+    The tiny scale runs one local worker process: another count given there is refused, not ignored."""
+    if scale == "tiny":
+        if n is not None and str(n) != "1":
+            raise Exit(f"invalid --num-workers {n!r}: the tiny scale runs one local worker process on CPU; "
+                       "--num-workers is for 3b/7b (one GPU each), leave it out", code=2)
+        return 1
+    n = (os.environ.get("NUM_WORKERS") or MAX_WORKERS) if n is None else n
     if not str(n).isdigit() or not 1 <= int(n) <= MAX_WORKERS:
         raise Exit(f"invalid --num-workers {n!r}; valid choices: 1..{MAX_WORKERS} (one GPU each)", code=2)
     return int(n)
 
 
-def check_overrides(overrides) -> list[str]:
+def check_overrides(overrides, scale: str = "tiny") -> list[str]:
+    """`key=value` strings, checked here against the configuration (keys, types, ranges, with the shared
+    $RCEA_OVERRIDES) before any process or container starts."""
     bad = [o for o in overrides or [] if not re.fullmatch(r"[A-Za-z_][\w.\-]*=.*", o)]
     if bad:
-        raise Exit(f"invalid --override {bad[0]!r}; expected key=value, e.g. --override lr=1e-6", code=2)
+        raise Exit(f"invalid --override {bad[0]!r}; expected section.key=value, e.g. "
+                   "--override train.learning_rate=1e-6", code=2)
+    try:
+        load_config(scale if scale in SCALES else "tiny", None, list(overrides or []))
+    except ConfigError as exc:
+        raise Exit(f"invalid --override: {exc}", code=2) from None
     return list(overrides or [])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +24,8 @@ def is_dry(c) -> bool:
 def run_all(c, commands, **kw):
     """Run (or, under ``invoke --dry``, print) each argv from the project root."""
     os.chdir(ROOT)  # commands use project-relative paths, like .envs/train/bin/python
+    if is_dry(c) and not sys.stdout.isatty():
+        kw.setdefault("echo_format", "{command}")  # Invoke's bold white is for terminals, not for pipes
     return [c.run(sh(argv), **kw) for argv in commands]
 
 
@@ -41,16 +44,20 @@ def engine_available() -> bool:
     return _probe(["docker", "info", "--format", "{{.ServerVersion}}"])
 
 
-def require_compose(c, what: str, tiny_hint: str):
-    """Real scales need Docker with the compose plugin and an engine; say so, and what to run instead."""
+def require_compose(c, what: str, tiny_hint: str, gpu: bool = True):
+    """Real scales need Docker with the compose plugin and an engine; say so, and what to run instead.
+    `gpu=False`: the step is CPU only and runs in a container because the scale's data is in its volume."""
     if is_dry(c):
         return
     if not compose_available() or not engine_available():
-        raise Exit(f"{what} at this scale runs in a GPU container, but this machine has no Docker engine "
+        where = ("runs in a GPU container" if gpu else
+                 "is CPU only; it runs in its container because this scale's data lives in the Docker volume")
+        host = ("on a GPU host with Docker + the NVIDIA container toolkit" if gpu else "on the host holding "
+                "the data volume, with Docker")
+        raise Exit(f"{what} at this scale {where}, but this machine has no Docker engine "
                    f"or compose plugin (`docker compose version` / `docker info` failed).\n"
-                   f"  Instead: run it locally at the tiny scale: {tiny_hint}\n"
-                   f"  or on a GPU host with Docker + the NVIDIA container toolkit (check it with "
-                   f"`invoke doctor --strict`).", code=3)
+                   f"  Instead: {tiny_hint}\n"
+                   f"  or {host} (check it with `invoke doctor{' --strict' if gpu else ''}`).", code=3)
     write_env_file({"UID": str(os.getuid()), "GID": str(os.getgid())})
 
 

@@ -39,11 +39,11 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("train", {"method": "kl_cov", "scale": "3b"},
      ["docker compose run --rm train python -m train --method kl_cov --scale 3b"]),
     ("train", {"method": "grpo", "scale": "tiny", "max_steps": 2, "resume": True,
-               "override": ["optim.lr=1e-6", "rollout.n=4"]},
+               "override": ["train.learning_rate=1e-6", "train.num_generations=4"]},
      [f"{LOCAL['train']} -m train --method grpo --scale tiny --max-steps 2 --resume "
-      "--override optim.lr=1e-6 --override rollout.n=4"]),
-    ("train", {"method": "archer", "scale": "7b", "override": ["note=a b"]},
-     ["docker compose run --rm train python -m train --method archer --scale 7b --override 'note=a b'"]),
+      "--override train.learning_rate=1e-6 --override train.num_generations=4"]),
+    ("train", {"method": "archer", "scale": "7b", "override": ["data.instruction=a b"]},
+     ["docker compose run --rm train python -m train --method archer --scale 7b --override 'data.instruction=a b'"]),
     ("infer", {"scale": "tiny", "method": "dapo", "what": "passk"},
      [f"{LOCAL['infer']} -m infer enqueue --scale tiny --method dapo --what passk"]),
     ("infer", {"scale": "3b", "method": "clip_cov", "what": "all"},
@@ -225,8 +225,7 @@ def test_cli_dry_flag_prints_the_compose_line():
     """The real `invoke --dry` core flag, end to end, from the tools environment."""
     out = subprocess.run([sys.executable, "-m", "invoke", "--dry", "train", "--method", "kl_cov", "--scale", "3b"],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert re.sub(r"\x1b\[[0-9;]*m", "", out).strip() == \
-        "docker compose run --rm train python -m train --method kl_cov --scale 3b"
+    assert out.strip() == "docker compose run --rm train python -m train --method kl_cov --scale 3b"  # no ANSI
 
 
 def test_tiny_really_runs_locally_not_in_docker():
@@ -256,6 +255,9 @@ def test_tiny_really_runs_locally_not_in_docker():
     ("codebook", {"scale": "2b"}, "scale"),
     ("audit", {"scale": "x", "report": True}, "scale"),
     ("train", {"method": "grpo", "scale": "tiny", "override": ["no-equals-sign"]}, "override"),
+    ("workers", {"scale": "3b", "num_workers": "0"}, "num-workers"),
+    ("workers", {"scale": "tiny", "num_workers": "5"}, "num-workers"),
+    ("study", {"scale": "tiny", "num_workers": "5"}, "num-workers"),
 ])
 def test_invalid_arguments_stop_with_the_valid_choices(name, kwargs, option):
     c = MockContext()  # no command may run
@@ -267,6 +269,53 @@ def test_invalid_arguments_stop_with_the_valid_choices(name, kwargs, option):
         assert "grpo, dapo, clip_cov, kl_cov, ep_grpo, gtpo, archer" in e.value.message
     if option == "scale":
         assert "valid choices: tiny, 3b, 7b" in e.value.message
+
+
+@pytest.mark.parametrize("task,kwargs,needle", [
+    ("train", {"method": "grpo", "scale": "3b", "override": ["train.lr=abc"]},
+     "unknown setting 'train.lr'; valid keys in [train]: "),
+    ("train", {"method": "grpo", "scale": "tiny", "override": ["train.learning_rate=-1"]},
+     "train.learning_rate must be > 0, got -1.0"),
+    ("study", {"scale": "7b", "methods": "grpo", "override": ["train.save_steps=0"]},
+     "train.save_steps must be >= 1, got 0"),
+    ("study", {"scale": "tiny", "override": ["train.max_steps=-5"]}, "train.max_steps must be -1 or >= 1"),
+    ("study", {"scale": "tiny", "override": ["train.use_vllm=maybe"]}, "train.use_vllm must be bool"),
+])
+def test_overrides_are_checked_before_any_process_or_container(monkeypatch, task, kwargs, needle):
+    """Checked by the task itself: no command runs (MockContext) and Docker is never asked for."""
+    monkeypatch.setattr(shell, "compose_available", lambda: pytest.fail("Docker probed before the check"))
+    monkeypatch.setenv("RCEA_OVERRIDES", "")
+    with pytest.raises(Exit) as e:
+        getattr(tasks, task)(MockContext(), **kwargs)
+    assert e.value.code == 2 and e.value.message.startswith("invalid --override: ")
+    assert needle in e.value.message and "\n" not in e.value.message
+
+
+def test_dry_prints_the_overrides_every_process_applies(dry, monkeypatch, capsys):
+    monkeypatch.setenv("RCEA_OVERRIDES", "probe.k=4")
+    tasks.study(dry, scale="tiny", methods="grpo", override=["train.max_steps=2"])
+    out = capsys.readouterr().out.splitlines()
+    assert "# overrides for every process (RCEA_OVERRIDES): train.max_steps=2;probe.k=4" in out
+    monkeypatch.setenv("RCEA_OVERRIDES", "")
+    tasks.train(dry, method="grpo", scale="tiny")
+    assert not any("overrides" in ln for ln in capsys.readouterr().out.splitlines())
+
+
+def test_tiny_needs_no_worker_count_and_num_workers_zero_is_not_eight(dry, capsys, monkeypatch):
+    monkeypatch.setenv("NUM_WORKERS", "twelve")  # read for 3b/7b only
+    assert dry_lines(capsys, tasks.workers, dry, scale="tiny") == [
+        f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty"]
+    assert dry_lines(capsys, tasks.workers, dry, scale="tiny", num_workers="1")
+    with pytest.raises(Exit, match=r"invalid --num-workers '0'; valid choices: 1..8"):
+        tasks.workers(dry, scale="7b", num_workers="0")
+
+
+def test_aggregate_without_docker_says_it_is_cpu_only(monkeypatch):
+    monkeypatch.setattr(shell, "compose_available", lambda: False)
+    with pytest.raises(Exit) as e:
+        tasks.aggregate(MockContext(), scale="7b")
+    assert e.value.code == 3 and "CPU only" in e.value.message and "GPU" not in e.value.message
+    assert "-m aggregate --input TABLES --output OUT --scale 7b" in e.value.message
 
 
 def test_real_scale_without_docker_says_so_and_what_to_run_instead(monkeypatch):
