@@ -48,7 +48,7 @@ def _inner_means(values: Sequence[np.ndarray], q: np.ndarray, rng: np.random.Gen
         v = values[qi]
         k = v.size
         idx = rng.integers(0, k, size=(int(c), k), dtype=np.uint8 if k < 256 else np.int64)
-        out_sorted[pos : pos + c] = (v[idx] @ np.full(k, 1.0 / k, dtype=v.dtype))  # row means via BLAS
+        out_sorted[pos : pos + c] = v[idx].sum(axis=1, dtype=np.float64) / k  # float32 values, float64 sums
         pos += c
     out = np.empty(flat.size, dtype=np.float64)
     out[order] = out_sorted
@@ -72,7 +72,8 @@ def paired_ratio_bootstrap(
         raise ValueError("success and failure lists must have one entry per paired question")
     if n == 0:
         return np.full(n_resamples, np.nan)
-    # float32 gathers halve memory traffic; means accumulate in float64 (entropies need ~1e-7 only).
+    # The h̄ values are gathered as float32 (half the memory traffic; they carry ~1e-7 relative rounding), and
+    # every mean accumulates in float64 (`_inner_means`).
     succ = [np.asarray(v, dtype=np.float32) for v in success]
     fail = [np.asarray(v, dtype=np.float32) for v in failure]
     if any(v.size == 0 for v in succ) or any(v.size == 0 for v in fail):

@@ -144,11 +144,12 @@ def fig_covfit(res: dict, st: AggregateSettings, out: Path) -> list[str]:
 
 def fig_retention(res: dict, st: AggregateSettings, out: Path) -> list[str]:
     """Mode retention (%) against pass@k (%) per trained nonfailed run, one colour per scale."""
-    from aggregate.tables import method_name, scale_name
+    from aggregate.evaltables import canonical_benchmark
+    from aggregate.tables import BENCH_NAMES, method_name, scale_name
 
     key = f"pass_at_{st.pass_k}"
     runs = [r for r in res.get("runs", []) if r["method"] != st.base_method and not r.get("failed")
-            and _finite(r.get("mode_retention")) and _finite(r.get(key))]
+            and not r.get("extension") and _finite(r.get("mode_retention")) and _finite(r.get(key))]
     if not runs:
         return []
     plt = _plt()
@@ -160,7 +161,7 @@ def fig_retention(res: dict, st: AggregateSettings, out: Path) -> list[str]:
         ax.scatter([r[key] for r in sub], [r["mode_retention"] for r in sub], label=lab)
         for r in sub:
             ax.annotate(method_name(r["method"]), (r[key], r["mode_retention"]), fontsize=6)
-    ax.set(xlabel=f"MATH 500 pass@{st.pass_k} (%)", ylabel="mode retention (%)", title="Mode retention vs pass@k")
+    ax.set(xlabel=f"{BENCH_NAMES.get(canonical_benchmark(st.passk_benchmark), st.passk_benchmark)} pass@{st.pass_k} (%)", ylabel="mode retention (%)", title="Mode retention vs pass@k")
     ax.legend(fontsize=7)
     return save(fig, out, "fig_retention_vs_passk")
 

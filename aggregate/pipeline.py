@@ -60,7 +60,8 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
         notes.append(f"pass@{settings.pass_k} is null where a question has n < {settings.pass_k} samples "
                      f"({', '.join(short[:6])}{' ...' if len(short) > 6 else ''}); lower --pass-k for small runs")
     if not passk:
-        unavailable["pass_at_k"] = "no passk table: no Pass@64 column, no retention-pass@64 correlation"
+        unavailable["pass_at_k"] = (f"no passk table: no Pass@{settings.pass_k} column, no retention-pass@"
+                                    f"{settings.pass_k} correlation")
     failed = {k for k, v in failures.items() if v["fired"]}
     res["failure_detector"] = {f"{k[0]}/{k[1]}": v for k, v in failures.items()}
     t["benchmarks"] = time.perf_counter() - t0
@@ -111,6 +112,8 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
     # --- covariance fit (Table A7, Figure 6) -----------------------------------------------------
     if ds.has("covariance"):
         trans = [tr for tr in transitions(ds.tables["covariance"]) if tr["method"] != settings.base_method]
+        ext_trans = [tr for tr in trans if settings.is_extension(tr["method"])]
+        trans = [tr for tr in trans if not settings.is_extension(tr["method"])]  # the paper's fit: six objectives
         used = [tr for tr in trans if (tr["scale"], tr["method"]) not in failed]
         fit = {"all_nonfailed": covariance.fit_summary([x["predicted"] for x in used], [x["observed"] for x in used])}
         for sc in sorted({x["scale"] for x in used}):
@@ -120,13 +123,17 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
                                       m in failed if any(x["method"] == m and x["scale"] == s for x in trans))
         res["covariance_fit"] = fit
         res["transitions"] = [dict(tr, excluded=(tr["scale"], tr["method"]) in failed) for tr in trans]
+        res["extension_covariance_fit"] = _extension_fits(ext_trans, failed)
+        res["extension_transitions"] = [dict(tr, excluded=(tr["scale"], tr["method"]) in failed, extension=True)
+                                        for tr in ext_trans]
     else:
         unavailable["covariance_fit"] = "no covariance table (Table A7, Figure 6)"
 
     # --- correlations: retention vs pass@k per scale, trained nonfailed runs ---------------------
     corr: dict[str, Any] = {}
     for sc in sorted({r["scale"] for r in res["runs"]}):
-        rows = [r for r in res["runs"] if r["scale"] == sc and r["method"] != settings.base_method and not r["failed"]]
+        rows = [r for r in res["runs"] if r["scale"] == sc and r["method"] != settings.base_method and not r["failed"]
+                and not r["extension"]]
         x = [r.get("mode_retention", np.nan) for r in rows]
         y = [r.get(f"pass_at_{settings.pass_k}", np.nan) for r in rows]
         s = evals.spearman_with_p(np.array(x, float), np.array(y, float))
@@ -135,9 +142,20 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
         s["p_reported"] = "p_exact (two-sided permutation, n <= 8); p_t_approx is the t approximation"
         corr[sc] = s
     res["correlations"] = corr
+    res["extension_runs"] = [f"{r['scale']}/{r['method']}" for r in res["runs"] if r["extension"]]
     res["greedy"] = greedy
     res["passk"] = passk
     return res
+
+
+def _extension_fits(trans: list[dict], failed: set) -> dict[str, Any]:
+    """The covariance fit of each extension run (e.g. "3b/archer") on its own transitions: beside the paper's
+    fit, never pooled into it."""
+    out: dict[str, Any] = {}
+    for sc, m in sorted({(x["scale"], x["method"]) for x in trans if (x["scale"], x["method"]) not in failed}):
+        sub = [x for x in trans if (x["scale"], x["method"]) == (sc, m)]
+        out[f"{sc}/{m}"] = covariance.fit_summary([x["predicted"] for x in sub], [x["observed"] for x in sub])
+    return out
 
 
 def table1_columns(present: set[str], settings: AggregateSettings) -> list[str]:
@@ -153,7 +171,9 @@ def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict]
     for g in greedy:
         gr.setdefault((g["scale"], g["method"], g["step"]), {})[g["benchmark"]] = g
     pk = {(p["scale"], p["method"], p["step"]): p for p in passk}
-    keys = sorted({k[:2] for k in list(ep) + list(gr) + list(pk)}, key=lambda k: (k[0], method_rank(k[1])))
+    # the paper's rows first (scale, then method order), then extension rows (Archer) after all of them
+    keys = sorted({k[:2] for k in list(ep) + list(gr) + list(pk)},
+                  key=lambda k: (settings.is_extension(k[1]), k[0], method_rank(k[1])))
     bench_by_scale: dict[str, set] = {}
     for (s, _, _), b in gr.items():
         bench_by_scale.setdefault(s, set()).update(b)
@@ -178,7 +198,8 @@ def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict]
         cols = table1_columns(bench_by_scale.get(scale, set()), settings)
         full = [k[2] for k, b in gr.items() if k[:2] == (scale, method) and set(b) >= set(cols)]
         q99_steps = [k[2] for k, e in ep.items() if k[:2] == (scale, method) and "q99_tokens" in e]
-        row: dict[str, Any] = {"scale": scale, "method": method, "failed": failed, "onset_step": onset,
+        row: dict[str, Any] = {"scale": scale, "method": method, "extension": settings.is_extension(method),
+                               "failed": failed, "onset_step": onset,
                                "probe_step": pick(probe_steps), "table1_step": pick(full),
                                "q99_step": (min(q99_steps) if is_base else max(q99_steps)) if q99_steps else None}
         if row["probe_step"] is not None:

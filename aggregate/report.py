@@ -33,7 +33,7 @@ PROVENANCE = {
     "fig_traces": ("Figures 1 and 3 (entropy and accuracy over normalised progress)", "samples, greedy"),
     "fig_reward_ratios": ("Figures 4 and 5 (broad and paired ratios)", "samples"),
     "fig_covariance_fit": ("Figure 6 (covariance fit vs identity)", "covariance"),
-    "fig_retention_vs_passk": ("RQ3 Spearman (retention vs pass@64)", "samples.mode, passk"),
+    "fig_retention_vs_passk": ("RQ3 Spearman (retention vs pass@k; the paper's k is 64)", "samples.mode, passk"),
 }
 
 
@@ -52,8 +52,9 @@ DEVIATIONS = (
     "excluded from the covariance fit and correlations (docs/estimators.md#reporting-points, generalised from "
     "the paper's Clip-Cov-7B steps 2,000 / 8,000).",
     "`process_valid` all null: the mode population is every labelled verifier success (noted when it happens).",
-    "Sign-test and rank statistics are computed without scipy.stats (exact integer binomial tail; average "
-    "ranks); tests cross-check them against scipy.",
+    "Sign test, rank and correlation statistics use scipy.stats: `binomtest` (exact one-sided binomial tail), "
+    "`spearmanr` (average ranks) and `permutation_test` (the exact two-sided permutation p of RQ3); tests pin "
+    "them against hand-computed values and the paper's printed numbers.",
 )
 
 
@@ -94,7 +95,9 @@ def summary(res: dict) -> dict[str, Any]:
         d.update({k: v for k, v in e.items() if k not in d})
         eps.append(d)
     return jsonable({"endpoints": eps, "runs": res.get("runs", []), "covariance_fit": res.get("covariance_fit"),
-                     "correlations": res.get("correlations", {}), "failure_detector": res.get("failure_detector", {}),
+                     "correlations": res.get("correlations", {}),
+                     "extension_covariance_fit": res.get("extension_covariance_fit"),
+                     "extension_runs": res.get("extension_runs", []), "failure_detector": res.get("failure_detector", {}),
                      "notes": res.get("notes", []), "unavailable": res.get("unavailable", {}),
                      "seed_noise": res.get("seed_noise", []), "skipped_parts": res.get("skipped_parts", []),
                      "settings": res.get("settings"), "provenance": res.get("provenance"),
@@ -141,7 +144,7 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     for r in res.get("runs", []):
         ci = r.get("paired_ci") or [None, None]
         rci = r.get("mode_retention_ci") or [None, None]
-        L.append(f"| {r['scale']}/{r['method']}{' (failed)' if r.get('failed') else ''} | {_f(r.get('probe_step'))} | "
+        L.append(f"| {_run_name(r)} | {_f(r.get('probe_step'))} | "
                  f"{_f(r.get('broad_ratio'))} | {_f(r.get('paired_ratio'))} [{_f(ci[0])}, {_f(ci[1])}] | "
                  f"{_f(r.get('paired_n'))} | "
                  f"{_pct(r.get('coverage_success'))}/{_pct(r.get('coverage_failure'))} | "
@@ -159,11 +162,20 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
                          f"Pearson {_f(f['pearson'])}, slope {_f(f['slope'])}, intercept {_f(f['intercept'], 5)}, "
                          f"R² {_f(f['r2'])}, R²_id {_f(f['r2_identity'])}, median AE {_f(f['median_abs_error'], 5)}, "
                          f"median RE {_f(f['median_rel_error'])}")
+    ext_fit = res.get("extension_covariance_fit") or {}
+    if ext_fit:
+        L += ["", "Extension runs (not among the paper's six objectives), each fitted on its own transitions and "
+              "pooled into none of the fits above (`summary.json` → `extension_covariance_fit`):", ""]
+        L += [f"- {k}: n = {f['n']}, sign {_f(f['sign_agreement'])}, Spearman {_f(f['spearman'])}, "
+              f"slope {_f(f['slope'])}, R² {_f(f['r2'])}" for k, f in ext_fit.items()]
     if res.get("correlations"):
         L += ["", f"## Retention vs pass@{st.pass_k} (RQ3; `summary.json` → `correlations`)", ""]
         for sc, c in res["correlations"].items():
             L.append(f"- {sc}: n = {c['n']}, Spearman {_f(c['spearman'])}, exact permutation p {_f(c['p_exact'], 4)} "
                      f"(reported), t-approximation p {_f(c['p_t_approx'], 4)}")
+        if res.get("extension_runs"):
+            L.append(f"- Over the paper's six objectives only; extension runs ({', '.join(res['extension_runs'])}) "
+                     "are listed in the tables beside them, not correlated.")
     eps = res.get("endpoints", [])
     if eps:
         worst = max((e.get("max_decomposition_residual", 0.0) for e in eps), default=0.0)
@@ -181,6 +193,11 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     L += ["", "## Notes", ""]
     L += [f"- {n}" for n in res.get("notes", [])] or ["- none"]
     return "\n".join(L) + "\n"
+
+
+def _run_name(r: dict) -> str:
+    return (f"{r['scale']}/{r['method']}{' (failed)' if r.get('failed') else ''}"
+            f"{' (extension)' if r.get('extension') else ''}")
 
 
 def _base_accuracy(res: dict) -> dict[str, float]:
@@ -243,7 +260,7 @@ def terminal_summary(res: dict, st: AggregateSettings) -> str:
                   "-" * len(head)]
         for r in runs:
             q99 = f"{_pct(r.get('q99_share_success'))}/{_pct(r.get('q99_share_failure'))}"
-            name = f"{r['scale']}/{r['method']}{' (failed)' if r.get('failed') else ''}"
+            name = _run_name(r)
             lines.append(f"{name:<28}{_f(r.get('macro_average'), 1):>13}{_f(r.get(f'pass_at_{k}'), 1):>11}"
                          f"{_f(r.get('mode_retention'), 1):>13}{q99:>13}")
     fit = (res.get("covariance_fit") or {}).get("all_nonfailed")

@@ -69,6 +69,8 @@ class AggregateSettings:
     """[R] GRPO advantage denominator epsilon, covariance.advantage_eps (docs/estimators.md#covariance-proxy-and-q99-share)."""
     pass_k: int = _setting("passk.n")
     """[S] k of the reported pass@k (MATH500 pass@64)."""
+    passk_benchmark: str = _setting("passk.benchmark")
+    """[S] benchmark of the pass@k samples (MATH500; the toy world's own benchmark at the tiny scale)."""
     failure_benchmark: str = _setting("eval.trace_benchmark")
     """[S] benchmark of the dense greedy trace the failure detector reads."""
     failure: FailureThresholds | None = None
@@ -83,6 +85,9 @@ class AggregateSettings:
     """[C] worker processes for the bootstrap and the rarefaction (0: all available CPUs)."""
     benchmark_order: tuple[str, ...] = _setting("aggregate.benchmark_order")
     """[S] Table 1 column order (normalised benchmark names)."""
+    paper_methods: tuple[str, ...] = _setting("aggregate.paper_methods")
+    """[S] the paper's six objectives: the only trained methods inside a paper statistic; any other
+    (Archer) is an extension, reported in its own rows (``is_extension``)."""
 
     def replace(self, **changes: Any) -> "AggregateSettings":
         """Return a copy with ``changes`` applied; unknown keys raise ValueError naming the valid ones."""
@@ -91,6 +96,10 @@ class AggregateSettings:
         if unknown:
             raise ValueError(f"unknown aggregate setting(s) {unknown}; valid: {sorted(valid)}")
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def is_extension(self, method: str) -> bool:
+        """A trained method that is not one of the paper's objectives (reported beside them, never pooled)."""
+        return method != self.base_method and method not in self.paper_methods
 
     def failure_thresholds(self) -> "FailureThresholds":
         return self.failure if self.failure is not None else _base_failure()

@@ -91,7 +91,17 @@ def _runs(res: dict) -> list[dict]:
 
 
 def _flag(run: dict) -> str:
-    return "†" if run.get("failed") else ""
+    return ("†" if run.get("failed") else "") + (EXT if run.get("extension") else "")
+
+
+EXT = "‡"
+EXT_NOTE = (f"{EXT} Extension, not one of the paper's six objectives (Archer, from the second seed): reported beside "
+            "the paper's rows, inside no pooled, averaged or correlated paper number.")
+
+
+def _extension_note(t: "Table", runs: list[dict]) -> None:
+    if any(r.get("extension") for r in runs):
+        t.notes.append(EXT_NOTE)
 
 
 def table1(res: dict, st: AggregateSettings) -> Table:
@@ -119,6 +129,7 @@ def table1(res: dict, st: AggregateSettings) -> Table:
     for key in ("table1_accuracy", "pass_at_k", "mode_retention"):
         if key in res.get("unavailable", {}):
             t.notes.append(f"Missing input: {res['unavailable'][key]}.")
+    _extension_note(t, _runs(res))
     return t
 
 
@@ -136,7 +147,7 @@ def table2(res: dict, st: AggregateSettings) -> Table:
             methods.append(r["method"])
     by = {(r["scale"], r["method"]): r for r in _runs(res)}
     for m in methods:
-        row = [method_name(m)]
+        row = [method_name(m) + (EXT if st.is_extension(m) else "")]
         for s in scales:
             r = by.get((s, m), {})
             a, b = r.get("q99_share_success"), r.get("q99_share_failure")
@@ -151,6 +162,7 @@ def table2(res: dict, st: AggregateSettings) -> Table:
         if sel is not None and math.isfinite(sel) and sel > 0.05:
             t.notes.append(f"{method_name(r['method'])}-{scale_name(r['scale'])}: ties at the failed-stratum cutoff "
                            f"select {100 * sel:.1f}% of tokens.")
+    _extension_note(t, _runs(res))
     return t
 
 
@@ -198,6 +210,7 @@ def tableA6(res: dict, st: AggregateSettings) -> Table:
         t.rows.append([scale_name(r["scale"]), method_name(r["method"]) + _flag(r),
                        fmt(r.get("mode_retention")) + ("%" if r.get("mode_retention_n") else ""),
                        fmt_ci(r.get("mode_retention_ci"), 1), str(r.get("mode_retention_n", 0))])
+    _extension_note(t, _runs(res))
     return t
 
 
@@ -212,37 +225,56 @@ def tableA7(res: dict, st: AggregateSettings) -> Table:
     for scope, f in fit.items():
         if scope == "excluded_runs":
             continue
-        name = "All nonfailed" if scope == "all_nonfailed" else scale_name(scope)
-        t.rows.append([name, str(f["n"]), fmt(f["sign_agreement"], 1, True) + "%", fmt(f["spearman"], 3),
-                       fmt(f["pearson"], 3),
-                       fmt(f["slope"], 3), fmt(f["intercept"], 5), fmt(f["r2"], 3), fmt(f["r2_identity"], 3),
-                       fmt(f["median_abs_error"], 5), fmt(f["median_rel_error"], 1, True) + "%"])
+        t.rows.append(_fit_row("All nonfailed" if scope == "all_nonfailed" else scale_name(scope), f))
+    for key, f in (res.get("extension_covariance_fit") or {}).items():
+        sc, m = key.split("/", 1)
+        t.rows.append(_fit_row(f"{method_name(m)}-{scale_name(sc)} {EXT}", f))
     if fit.get("excluded_runs"):
         t.notes.append("Excluded (failure detector): " + ", ".join(fit["excluded_runs"]) + ".")
+    if res.get("extension_covariance_fit"):
+        t.notes.append(f"{EXT} Extension rows: each fitted on that run's own transitions only; the paper's rows "
+                       "above pool the six objectives and never these transitions.")
     return t
+
+
+def _fit_row(name: str, f: dict) -> list[str]:
+    return [name, str(f["n"]), fmt(f["sign_agreement"], 1, True) + "%", fmt(f["spearman"], 3), fmt(f["pearson"], 3),
+            fmt(f["slope"], 3), fmt(f["intercept"], 5), fmt(f["r2"], 3), fmt(f["r2_identity"], 3),
+            fmt(f["median_abs_error"], 5), fmt(f["median_rel_error"], 1, True) + "%"]
 
 
 def tableA8(res: dict, st: AggregateSettings) -> Table:
     t = Table("Table A8",
               "Equal-count rank-budget variant: positive chosen-token covariance mass in the top tokens of each "
-              "reward stratum, macro-averaged over trained endpoints; Direction = endpoints with failed > successful.",
+              "reward stratum, macro-averaged over the trained endpoints of the paper's six objectives; Direction = "
+              "endpoints with failed > successful.",
               ["Upper tokens", "Success mass", "Failure mass", "Gap", "Direction"])
     if "q99" in res.get("unavailable", {}):
         t.notes.append(f"Missing input: {res['unavailable']['q99']}.")
         return t
     runs = [r for r in _runs(res) if r["method"] != st.base_method and r.get("q99_step") is not None]
+    paper = [r for r in runs if not r.get("extension")]
+    _budget_rows(t, paper, st, "")
+    if not t.rows:
+        t.notes.append("No trained endpoint has token rows.")
+    for m in dict.fromkeys(r["method"] for r in runs if r.get("extension")):
+        _budget_rows(t, [r for r in runs if r["method"] == m], st, f" ({method_name(m)} {EXT})")
+    if len(paper) < len(runs):
+        t.notes.append(f"{EXT} Extension rows average that method's own endpoints; the paper's rows average the "
+                       "six objectives only.")
+    return t
+
+
+def _budget_rows(t: Table, runs: list[dict], st: AggregateSettings, label: str) -> None:
     for b in sorted(st.rank_budgets, reverse=True):
         s = np.array([r.get(f"rank_share_success_{b:g}", np.nan) for r in runs], float)
         f = np.array([r.get(f"rank_share_failure_{b:g}", np.nan) for r in runs], float)
         ok = ~np.isnan(s) & ~np.isnan(f)
         if not ok.any():
             continue
-        t.rows.append([f"{100 * b:.1f}%", fmt(s[ok].mean(), 1, True) + "%", fmt(f[ok].mean(), 1, True) + "%",
+        t.rows.append([f"{100 * b:.1f}%{label}", fmt(s[ok].mean(), 1, True) + "%", fmt(f[ok].mean(), 1, True) + "%",
                        f"{100 * (f[ok].mean() - s[ok].mean()):.1f} pp",
                        f"{int((f[ok] > s[ok]).sum())}/{int(ok.sum())}"])
-    if not t.rows:
-        t.notes.append("No trained endpoint has token rows.")
-    return t
 
 
 def tableA9(res: dict, st: AggregateSettings) -> Table:
@@ -284,6 +316,7 @@ def _probe_notes(t: Table, res: dict) -> None:
         if r.get("failed") and r.get("probe_step") is not None:
             t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])} uses the pre-failure probe at step "
                            f"{r['probe_step']}.")
+    _extension_note(t, _runs(res))
 
 
 BUILDERS = {"table1": table1, "table2": table2, "tableA4": tableA4, "tableA5": tableA5, "tableA6": tableA6,

@@ -18,7 +18,8 @@ def test_every_default_is_a_configs_base_toml_value() -> None:
 
     with (configs_dir() / "base.toml").open("rb") as fh:
         base = tomllib.load(fh)
-    elsewhere = {"pass_k": ("passk", "n"), "failure_benchmark": ("eval", "trace_benchmark"),
+    elsewhere = {"pass_k": ("passk", "n"), "passk_benchmark": ("passk", "benchmark"),
+                 "failure_benchmark": ("eval", "trace_benchmark"),
                  "advantage_eps": ("covariance", "advantage_eps")}
     not_settings = {"failure", "base_method"}  # the [failure] record (tested below); a schema value
     defaults = AggregateSettings()

@@ -35,3 +35,57 @@ def test_a_changed_doc_or_scale_value_changes_the_document(tmp_path):
     assert "a \\| pipe, " in text  # a pipe inside a cell is escaped
     row = next(ln for ln in text.splitlines() if ln.startswith("| `k` |"))
     assert row.split("|")[2:5] == [" `32` ", " `8` ", " `16` "]  # 3B value, then each scale's change
+
+
+# Where a stated (S) value may be quoted from: the paper's sections and tables as numbered in its text.
+PAPER_PLACES = re.compile(r"\[paper (§(?:[1-9]|1[0-4])|Table (?:[12]|A[1-9])): \"([^\"]+)\"[^\]]*\]")
+
+
+def _all_settings() -> dict:
+    settings = _read_settings(configs_dir() / "base.toml")
+    settings.update(_read_settings(configs_dir() / "objectives.toml", prefix="objectives."))
+    return settings
+
+
+def test_every_stated_setting_quotes_the_paper_sentence_it_comes_from():
+    """S means stated: the doc carries `[paper §N: "the sentence"]` (or `Table X`), a quote of at least three
+    words, so a reader can find the sentence; a value the paper does not state is R or C."""
+    missing = []
+    for key, s in _all_settings().items():
+        if s.status != "S":
+            continue
+        quotes = [q for _, q in PAPER_PLACES.findall(s.doc)]
+        if not any(len(q.split()) >= 3 for q in quotes):
+            missing.append(key)
+    assert not missing, f"stated settings without the paper sentence they come from: {missing}"
+
+
+def test_the_cite_format_is_recognised_and_an_uncited_s_fails(tmp_path):
+    good = '[paper §11: "GRPO uses symmetric clipping at 0.2"]'
+    assert PAPER_PLACES.findall(good) == [("§11", "GRPO uses symmetric clipping at 0.2")]
+    assert not PAPER_PLACES.findall('[paper §99: "a made up place here"]')
+    assert not PAPER_PLACES.findall("stated by the paper")
+
+
+# Tags the audit against the paper's text settled (issue 24): each with the reason in its doc line.
+SETTLED = {
+    "objectives.dapo.overlong_penalty_factor": ("R", 1.0), "objectives.clip_cov.clip_cov_ratio": ("R", 2e-4),
+    "objectives.kl_cov.kl_cov_ratio": ("R", 2e-3), "objectives.grpo.adv_eps": ("C", 1e-4),
+    "objectives.dapo.adv_eps": ("C", 1e-4), "objectives.ep_grpo.num_buckets": ("R", 10),
+    "train.top_p": ("C", 1.0), "train.lr_scheduler": ("C", "linear"), "data.train_pool_split": ("C", "math"),
+    "eval.minerva_subset_size": ("S", 40), "aggregate.steps_per_epoch": ("S", {"3B": 4000, "7B": 8000}),
+    "probe.temperature": ("R", 1.0), "probe.max_new_tokens": ("R", 2048),
+}
+
+
+def test_the_settled_tags_and_the_two_dapo_readings():
+    settings = _all_settings()
+    for key, (status, value) in SETTLED.items():
+        assert (settings[key].status, settings[key].value) == (status, value), key
+    archer = [k for k in settings if k.startswith("objectives.archer.")]
+    assert archer and all(settings[k].status in ("R", "C") for k in archer)
+    doc = settings["objectives.dapo.overlong_penalty_factor"].doc
+    assert "get_soft_overlong_punishment" in doc and "0.5" in doc and "overlong_penalty_factor=0.5" in doc
+    assert "lost" in settings["objectives.clip_cov.clip_cov_ratio"].doc and "does not restate" not in \
+        settings["objectives.clip_cov.clip_cov_ratio"].doc
+    assert "not stated" not in settings["train.top_p"].doc

@@ -198,10 +198,23 @@ def test_clip_cov_draws_exactly_n_candidates():
     assert m["cov_selected_frac"] * n_valid == pytest.approx(max(int(0.1 * n_valid), 1))
 
 
-def test_dapo_shaping_on_the_01_reward_has_dapo_s_strength_on_the_pm1_reward():
-    """DAPO adds R_len (down to -1) to a +/-1 reward; on our 0/1 reward the configured factor must give the
-    same group-normalised advantages (up to the std epsilon, taken tiny here)."""
+def test_dapo_shaping_default_is_trl_s_soft_overlong_punishment():
+    """The default reading (factor 1.0): the penalty TRL 0.29's get_soft_overlong_punishment adds to the 0/1
+    verifier reward (the paper's stack), per length, including past the budget."""
+    from trl.rewards import get_soft_overlong_punishment
+
     factor = default_settings("dapo").overlong_penalty_factor
+    assert factor == 1.0
+    lengths = [10, 700, 800, 801, 950, 1000, 1001, 1500]
+    trl = get_soft_overlong_punishment(max_completion_len=1000, soft_punish_cache=200)([[1] * n for n in lengths])
+    ours = overlong_penalty(torch.tensor(lengths, dtype=torch.float64), 1000, 0.2, factor)
+    torch.testing.assert_close(ours, torch.tensor(trl, dtype=torch.float64), rtol=0, atol=1e-12)
+
+
+def test_dapo_shaping_at_0_5_on_the_01_reward_has_verl_s_strength_on_the_pm1_reward():
+    """The other reading, one override away: DAPO's verl recipe adds R_len (down to -1) to a +/-1 reward; on
+    the 0/1 reward factor 0.5 gives the same group-normalised advantages (std epsilon taken tiny here)."""
+    factor = 0.5
     r = torch.tensor([1.0, 0, 1, 0, 1, 1, 0, 0])
     lengths = torch.tensor([700.0, 950, 1100, 820, 990, 600, 1000, 870])
     g = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
