@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=Path, default=CASES_PATH)
     ap.add_argument("--split", choices=("dev", "heldout", "all"), default="heldout")
-    ap.add_argument("--min-agreement", type=float, default=0.98)
+    ap.add_argument("--min-agreement", type=float, default=0.99)
     ap.add_argument("--skip-baseline", action="store_true")
     args = ap.parse_args(argv)
     cases = load_cases(args.cases, args.split)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from rcea.verify_forms import empty_set, expand_plus_minus, number_words, plus_minus_sign, repeating_decimals, strip_redundant_parens
+
 __all__ = [
     "extract_boxed",
     "normalize_answer",
@@ -222,7 +224,7 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"\\(?:le|leq|leqslant)(?![A-Za-z])", r"\\le ", s)
     s = re.sub(r"\\(?:ge|geq|geqslant)(?![A-Za-z])", r"\\ge ", s)
     s = re.sub(r"\\(?:neq|ne)(?![A-Za-z])", r"\\ne ", s)
-    s = s.strip()
+    s = number_words(repeating_decimals(empty_set(plus_minus_sign(s)))).strip()
     # trailing sentence punctuation inside the box ("5." "5," "\text{5.}")
     for _ in range(3):
         t = re.sub(r"(?:\\\.|[.,;:!])\s*$", "", s).strip()
@@ -238,7 +240,7 @@ def normalize_answer(s: str) -> str:
         if t == s:
             break
         s = t
-    s = re.sub(r"\s+", " ", s).strip()
+    s = strip_redundant_parens(number_words(re.sub(r"\s+", " ", s).strip()))
     s = re.sub(r"\s*(?:degrees?|deg)$", "", s) if re.search(r"\d\s*(?:degrees?|deg)$", s) else s
     m = _THOUSANDS.match(s.replace(" ", ""))
     if m:
@@ -321,7 +323,8 @@ def answer_variants(pred: str, ref: str) -> tuple[list[str], list[str]]:
     """Normalised forms of the prediction and the reference to compare pairwise (any match wins).
 
     The first form of each list is the plain normalisation. Extra forms: without percent signs when
-    either side has one; the prediction without `x =` when the reference has no relation.
+    either side has one; the prediction without `x =` when the reference has no relation; a `\\pm`
+    answer as the list of its two values.
     """
     p0, r0 = normalize_answer(pred), normalize_answer(ref)
     preds, refs = [p0], [r0]
@@ -330,6 +333,8 @@ def answer_variants(pred: str, ref: str) -> tuple[list[str], list[str]]:
     if has_percent(p0) or has_percent(r0):
         preds += [strip_percent(p) for p in list(preds) if has_percent(p)]
         refs += [strip_percent(r) for r in list(refs) if has_percent(r)]
+    preds += [e for e in map(expand_plus_minus, preds) if e]  # `2\pm\sqrt3` also as `2+\sqrt3, 2-\sqrt3`
+    refs += [e for e in map(expand_plus_minus, refs) if e]
     dedup = lambda xs: list(dict.fromkeys(x for x in xs if x))  # noqa: E731
     return dedup(preds), dedup(refs)
 

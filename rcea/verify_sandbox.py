@@ -74,7 +74,26 @@ def _equal_one(gold_latex: str, pred_latex: str) -> bool:
     gold, pred = _parse(gold_latex), _parse(pred_latex)
     if not gold or not pred:
         return False
-    return bool(mv_verify(list(gold), list(pred), timeout_seconds=None))
+    if mv_verify(list(gold), list(pred), timeout_seconds=None):
+        return True
+    return _complex_equal(gold[0], pred[0])
+
+
+def _complex_equal(gold: object, pred: object) -> bool:
+    """Exact equality of two constant complex numbers written with the letter i (`e^{i\\pi/4}` vs
+    `\\frac{\\sqrt2}{2}+\\frac{\\sqrt2}{2}i`, `\\cos x + i\\sin x`): latex2sympy keeps `i` a symbol,
+    so math-verify cannot evaluate `e^{i\\pi}`. Here `i` becomes the imaginary unit when it is the
+    only symbol on both sides, and the difference must simplify to exactly 0 (no numerical tolerance)."""
+    import sympy
+
+    if not (isinstance(gold, sympy.Expr) and isinstance(pred, sympy.Expr)):
+        return False
+    names = {str(x) for x in gold.free_symbols | pred.free_symbols}
+    if names != {"i"}:
+        return False
+    unit = {x: sympy.I for x in gold.free_symbols | pred.free_symbols}
+    diff = sympy.expand_complex(gold.subs(unit) - pred.subs(unit))
+    return sympy.simplify(diff) == 0
 
 
 _guard_active = False

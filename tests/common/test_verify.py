@@ -160,11 +160,11 @@ def test_normalisation_is_idempotent_on_the_case_answers():
             assert normalize_answer(once) == once, s
 
 
-def test_heldout_agreement_at_least_98_percent_and_no_unboxed_acceptance():
+def test_heldout_agreement_at_least_99_percent_and_no_unboxed_acceptance():
     rep = evaluate("rcea.verify", ours, load_cases(CASES_PATH, "heldout"))
-    assert rep.n >= 100
+    assert rep.n >= 200
     assert rep.unboxed_accepted == 0
-    assert rep.agreement >= 0.98, rep.failures
+    assert rep.agreement >= 0.99, rep.failures
 
 
 def test_agreement_cli_exit_status(capsys):

@@ -132,6 +132,57 @@ ROUND3 = [("\\frac{\\sqrt{2}}{2}","\\frac{\\sqrt 2}{2}",T),("\\frac{1}{8}","0.12
 ("12","1,2",F),("1000","1.000",F),("\\frac{1}{6}","0.1667",F),("3","3x",F),("7","7^2",F),("\\sqrt{2}","2",F)]
 
 
+# round 4 (issue 24 item 7): six kinds the verifier missed on outside held-out completions. Written and
+# labelled before any fix; within each category dev/heldout alternate as everywhere, and fixes were tuned
+# on the dev half only (the heldout half was measured before and after, never looked at while tuning).
+ROUND4 = {
+ "repeating_decimal": [("\\frac{1}{3}","0.\\overline{3}",T),("\\frac{2}{3}","0.\\overline{6}",T),("\\frac{1}{3}","0.\\overline{6}",F),
+  ("\\frac{1}{7}","0.\\overline{142857}",T),("\\frac{5}{6}","0.8\\overline{3}",T),("\\frac{1}{6}","0.1\\overline{6}",T),
+  ("0.\\overline{3}","\\frac{1}{3}",T),("\\frac{4}{11}","0.\\overline{36}",T),("\\frac{4}{11}","0.\\overline{63}",F),
+  ("\\frac{7}{3}","2.\\overline{3}",T),("\\frac{1}{12}","0.08\\overline{3}",T),("\\frac{1}{3}","0.3",F),
+  ("\\frac{41}{333}","0.\\overline{123}",T),("0.\\overline{12}","\\frac{4}{33}",T),("\\frac{2}{9}","0.\\bar{2}",T),
+  ("-\\frac{1}{3}","-0.\\overline{3}",T),("\\frac{1}{9}","0.\\overline{9}",F),("\\frac{5}{6}","0.\\overline{83}",F)],
+ "empty_set": [("\\emptyset","\\varnothing",T),("\\varnothing","\\emptyset",T),("\\emptyset","\\{\\}",T),("\\emptyset","\\{0\\}",F),
+  ("\\emptyset","0",F),("\\{\\}","\\varnothing",T),("\\emptyset","∅",T),("\\emptyset","\\{\\emptyset\\}",F),
+  ("(1,2)","\\varnothing",F),("\\varnothing","\\left\\{\\right\\}",T),("\\varnothing","\\{ \\}",T),("\\varnothing","\\{1\\}",F),
+  ("∅","\\varnothing",T),("\\varnothing","\\emptyset.",T)],
+ "number_words": [("2000000","2 \\text{ million}",T),("2000000","2 million",T),("3000","3 \\text{ thousand}",T),
+  ("2000000","20 \\text{ million}",F),("1500000","1.5 \\text{ million}",T),("5","\\text{five}",T),("12","\\text{twelve}",T),
+  ("7","\\text{six}",F),("3000000000","3 \\text{ billion}",T),("2500","2.5\\text{ thousand}",T),("21","\\text{twenty-one}",T),
+  ("100","\\text{one hundred}",T),("4000000","4\\text{ billion}",F),("2 \\text{ million}","2000000",T),("1000000","\\text{one million}",T),
+  ("30","\\text{thirteen}",F),("20","\\text{twenty}",T),("2000000","2 \\text{ millions of dollars}",T)],
+ "complex_exponential": [("e^{i\\pi/4}","\\frac{\\sqrt{2}}{2}+\\frac{\\sqrt{2}}{2}i",T),("\\frac{\\sqrt{2}}{2}+\\frac{\\sqrt{2}}{2}i","e^{i\\pi/4}",T),
+  ("e^{i\\pi/4}","e^{-i\\pi/4}",F),("-1","e^{i\\pi}",T),("i","e^{i\\pi/2}",T),("2e^{i\\pi/3}","1+\\sqrt{3}i",T),
+  ("e^{i\\pi/3}","\\cos\\frac{\\pi}{3}+i\\sin\\frac{\\pi}{3}",T),("e^{i\\pi/6}","e^{i\\pi/3}",F),("e^{\\pi i/4}","e^{i\\pi/4}",T),
+  ("\\sqrt{2}e^{i\\pi/4}","1+i",T),("1-i","\\sqrt{2}e^{-i\\pi/4}",T),("e^{2\\pi i/3}","-\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i",T),
+  ("e^{2\\pi i/3}","-\\frac{1}{2}-\\frac{\\sqrt{3}}{2}i",F),("e^{i3\\pi/4}","e^{i\\frac{3\\pi}{4}}",T),("2e^{i\\pi/3}","e^{i\\pi/3}",F),
+  ("-i","e^{-i\\pi/2}",T)],
+ "plus_minus": [("\\pm 3","\\pm3",T),("\\pm 3","3, -3",T),("3,-3","\\pm 3",T),("\\pm 3","3",F),("\\pm 3","+-3",T),
+  ("2\\pm\\sqrt{3}","2+\\sqrt{3}, 2-\\sqrt{3}",T),("2\\pm\\sqrt{3}","2\\pm\\sqrt{2}",F),("1\\pm\\sqrt{2}","1 \\pm \\sqrt 2",T),
+  ("\\pm\\frac{1}{2}","\\pm 0.5",T),("\\pm 2","±2",T),("x=\\pm 2","\\pm 2",T),("\\pm 4","-4",F),
+  ("\\frac{-1\\pm\\sqrt{5}}{2}","\\frac{-1+\\sqrt{5}}{2}, \\frac{-1-\\sqrt{5}}{2}",T),("\\pm\\sqrt{3}","-\\sqrt{3}, \\sqrt{3}",T),
+  ("3\\pm 2i","3+2i, 3-2i",T),("3\\pm 2i","3 \\pm 2",F),("\\pm 5","5, 5",F),("\\frac{1\\pm\\sqrt{5}}{2}","\\frac{1+\\sqrt{5}}{2}",F)],
+ "nested_tuple": [("(1,2)","((1,2))",T),("(3,-4)","\\left(\\left(3,-4\\right)\\right)",T),("(1,2)","((2,1))",F),("(1,2,3)","((1,2,3))",T),
+  ("(0,5)","((0, 5))",T),("((1,2))","(1,2)",T),("(2,\\frac{1}{2})","((2, \\frac{1}{2}))",T),("(1,2)","(((1,2)))",T),
+  ("(-1,3)","((-1,3))",T),("(4,5)","((4,6))",F),("(1,2,3)","((1,2),3)",F),("(6,7)","\\big((6,7)\\big)",T),
+  ("(2,-1)","( (2,-1) )",T),("(1,0)","((0,1))",F)],
+}
+
+# round 5: a second blind batch of the same six kinds, written and labelled after the fix, run once
+ROUND5 = {
+ "repeating_decimal": [("\\frac{1}{11}","0.\\overline{09}",T),("\\frac{2}{3}","0.\\overline{3}",F),("\\frac{13}{6}","2.1\\overline{6}",T),
+  ("\\frac{1}{3}","0.\\dot{3}",T)],
+ "empty_set": [("\\varnothing","\\{\\,\\}",T),("\\{0\\}","\\varnothing",F),("\\emptyset","\\{\\varnothing\\}",F),("\\varnothing","$\\varnothing$",T)],
+ "number_words": [("7000000","7\\text{ million}",T),("600","\\text{six hundred}",T),("15","\\text{fifty}",F),("250000","0.25 \\text{ million}",T),
+  ("2","2 \\text{ million}",F),("40","\\text{forty}",T)],
+ "complex_exponential": [("e^{i\\pi/6}","\\frac{\\sqrt{3}}{2}+\\frac{1}{2}i",T),("e^{i\\pi/6}","\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i",F),
+  ("-i","e^{3\\pi i/2}",T),("4e^{i\\pi}","-4",T)],
+ "plus_minus": [("\\pm 7","7,-7",T),("1\\pm 2i","1+2i, 1-2i",T),("\\pm\\sqrt{2}","\\sqrt{2}",F),("4 \\pm \\sqrt{3}","4 +- \\sqrt{3}",T)],
+ "nested_tuple": [("(5,-2)","((5,-2))",T),("(5,-2)","((-2,5))",F),("(1,2,3,4)","((1,2,3,4))",T),
+  ("(\\frac{1}{2},3)","\\left(\\left(\\frac12, 3\\right)\\right)",T)],
+}
+
+
 def main() -> None:
     rows = []
     k = 0
@@ -153,6 +204,12 @@ def main() -> None:
         comp = ("Let me compute step by step. Simplifying, we obtain the result.\n\n"
                 f"The final answer is $\\boxed{{{ans}}}$.")
         rows.append({"category": "assorted", "completion": comp, "reference": ref, "label": lab})
+    for cat, items in [*ROUND4.items(), *ROUND5.items()]:
+        for i, (ref, ans, lab) in enumerate(items):
+            tpl = TEMPLATES[k % len(TEMPLATES)]
+            step = STEPS[k % len(STEPS)]
+            k += 1
+            rows.append({"category": cat, "completion": tpl.format(step=step, ans=ans), "reference": ref, "label": lab})
     counters = {}
     out = []
     for r in rows:
