@@ -225,7 +225,9 @@ def tableA7(res: dict, st: AggregateSettings) -> Table:
     for scope, f in fit.items():
         if scope == "excluded_runs":
             continue
-        t.rows.append(_fit_row("All nonfailed" if scope == "all_nonfailed" else scale_name(scope), f))
+        excluded_here = any(r.split("/", 1)[0] == scope for r in fit.get("excluded_runs", []))
+        name = "All nonfailed" if scope == "all_nonfailed" else scale_name(scope) + (" nonfailed" if excluded_here else "")
+        t.rows.append(_fit_row(name, f))
     for key, f in (res.get("extension_covariance_fit") or {}).items():
         sc, m = key.split("/", 1)
         t.rows.append(_fit_row(f"{method_name(m)}-{scale_name(sc)} {EXT}", f))
