@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         st = load_settings(args.scale, min_k_r=args.min_k_r, bootstrap_resamples=args.bootstrap_resamples,
                            bootstrap_seed=args.bootstrap_seed, rarefaction_seed=args.rarefaction_seed,
                            rarefaction_draws=args.rarefaction_draws, min_mode_m=args.min_mode_m, pass_k=args.pass_k)
-    except ValueError as exc:  # rcea.config.ConfigError names the valid choices
+    except ValueError as exc:  # rcea.config.ConfigError names the valid choices; a range names the option
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for b in ds.skipped:
         print(f"warning: skipped {b['file']}: {b['reason']}", file=sys.stderr)
+    if not ds.tables and not ds.skipped:
+        print(f"error: {args.input} holds none of the schema tables ({', '.join(io.TABLES)}: <table>.parquet or "
+              f"<table>/*.parquet with manifests); make them with `scripts/run demo` (tiny) or `invoke study`, "
+              "or write them as docs/schema.md describes", file=sys.stderr)
+        return 2
     out = Path(args.output)
     run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet)
     return 0

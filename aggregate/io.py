@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from rcea.schema import TABLES, check_columns
+from rcea.schema import TABLES, check_types
 
 STRING_KEYS = ("scale", "method", "question_id", "benchmark")
 
@@ -46,7 +46,8 @@ MANIFEST_SUFFIX = ".manifest.json"  # rcea.store's convention: a part is complet
 
 def _parts(root: Path, name: str) -> tuple[list[Path], int]:
     """Parquet files of table ``name`` (DIR/name.parquet, or DIR/name/*.parquet without dot-files),
-    keeping only parts with a manifest when any part has one; also the number of parts skipped."""
+    keeping only parts with a manifest (docs/schema.md: a part without one is incomplete); also the number
+    of parts left out."""
     single = root / f"{name}.parquet"
     if single.is_file():
         return [single], 0
@@ -55,7 +56,7 @@ def _parts(root: Path, name: str) -> tuple[list[Path], int]:
         return [], 0
     parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith((".", "_")))
     done = [p for p in parts if p.with_name(p.name + MANIFEST_SUFFIX).exists()]
-    return (done, len(parts) - len(done)) if done else (parts, 0)
+    return done, len(parts) - len(done)
 
 
 def _read_part(name: str, part: Path) -> pa.Table:
@@ -63,7 +64,7 @@ def _read_part(name: str, part: Path) -> pa.Table:
     import pyarrow.parquet as pq
 
     schema_cols = list(TABLES[name])
-    check_columns(name, pq.read_schema(part).names)
+    check_types(name, pq.read_schema(part))
     return pq.read_table(part, columns=schema_cols, read_dictionary=[c for c in STRING_KEYS if c in schema_cols])
 
 
@@ -79,6 +80,11 @@ def load_dataset(root: str | Path, names: tuple[str, ...] = tuple(TABLES), skip_
     ds = Dataset()
     for name in names:
         parts, incomplete = _parts(root, name)
+        if incomplete and not parts:
+            ds.notes.append(f"table '{name}': none of its {incomplete} part(s) has a manifest (incomplete): "
+                            f"rerun the step that writes them, or mark each complete part with "
+                            f"<part>.parquet{MANIFEST_SUFFIX} (docs/schema.md)")
+            continue
         if not parts:
             ds.notes.append(f"table '{name}' not found (looked for {name}.parquet and {name}/*.parquet)")
             continue
@@ -116,7 +122,7 @@ def from_tables(tables: dict[str, pa.Table]) -> Dataset:
             ds.notes.append(f"table '{name}' not provided")
             continue
         try:
-            check_columns(name, tables[name].column_names)
+            check_types(name, tables[name].schema)
         except ValueError as exc:
             ds.notes.append(str(exc))
             continue

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rcea.config import base_value
+from rcea.config import base_value, out_of_range
 
 if TYPE_CHECKING:
     from rcea.stats import FailureThresholds
@@ -126,4 +126,9 @@ def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettin
 
         known["failure"] = FailureThresholds.from_config(cfg)
         base = base.replace(**known)
+    keys = {f.name: f.metadata["key"] for f in dataclasses.fields(base) if "key" in f.metadata}
+    for name, value in overrides.items():
+        problem = out_of_range(keys[name], value) if name in keys and value is not None else ""
+        if problem:  # the rule of the setting the option stands for (rcea.config.RANGES)
+            raise ValueError(f"--{name.replace('_', '-')} {value}: {problem}")
     return base.replace(**overrides)

@@ -188,7 +188,8 @@ def _bench_tables(spec: SynthSpec, rng: np.random.Generator, endpoints, scales, 
 
 
 def write_dataset(tables: dict[str, pa.Table], root: str | Path, parts: int = 1) -> Path:
-    """Write tables as DIR/<name>.parquet (parts == 1) or DIR/<name>/part-*.parquet."""
+    """Write tables as DIR/<name>.parquet (parts == 1) or DIR/<name>/part-*.parquet, each part with its
+    (empty) manifest: a part without one is incomplete and not read."""
     import pyarrow.parquet as pq
 
     root = Path(root)
@@ -200,5 +201,7 @@ def write_dataset(tables: dict[str, pa.Table], root: str | Path, parts: int = 1)
             (root / name).mkdir(exist_ok=True)
             step = max(1, -(-t.num_rows // parts))
             for i in range(parts):
-                pq.write_table(t.slice(i * step, step), root / name / f"part-{i:03d}.parquet")
+                part = root / name / f"part-{i:03d}.parquet"
+                pq.write_table(t.slice(i * step, step), part)
+                part.with_name(part.name + ".manifest.json").write_text("{}")  # complete (docs/schema.md)
     return root

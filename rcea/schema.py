@@ -39,3 +39,25 @@ def check_columns(table: str, columns) -> None:
     missing = [c for c in TABLES[table] if c not in set(columns)]
     if missing:
         raise ValueError(f"table {table!r} lacks columns {missing} (schema {SCHEMA_VERSION})")
+
+
+def _type_fits(logical: str, arrow_type) -> bool:
+    import pyarrow as pa
+
+    t = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+    if logical.endswith("?") and pa.types.is_null(t):
+        return True  # a nullable column that is null throughout (e.g. process_valid before judging)
+    return {"str": lambda: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t),
+            "int": lambda: pa.types.is_integer(t),
+            "float": lambda: pa.types.is_floating(t),
+            "bool": lambda: pa.types.is_boolean(t)}[logical.rstrip("?")]()
+
+
+def check_types(table: str, arrow_schema) -> None:
+    """Raise ValueError naming each required column of `table` whose Arrow type is not the schema's logical
+    type (checked, never coerced: reward stored as text is refused, not read as missing values)."""
+    check_columns(table, arrow_schema.names)
+    wrong = [f"{col} is {arrow_schema.field(col).type}, expected {logical.rstrip('?')}"
+             for col, logical in TABLES[table].items() if not _type_fits(logical, arrow_schema.field(col).type)]
+    if wrong:
+        raise ValueError(f"table {table!r}: column " + "; column ".join(wrong) + f" (schema {SCHEMA_VERSION})")

@@ -102,9 +102,53 @@ def test_only_greedy_and_empty_input(tmp_path: Path, tiny) -> None:
     s, out = _run(tmp_path / "a", {"greedy": tiny["greedy"]})
     assert s["endpoints"] == [] and "reward_ratios" in s["unavailable"] and "covariance_fit" in s["unavailable"]
     assert "| Base tiny |" in (out / "tables" / "table1.md").read_text()
-    (tmp_path / "empty").mkdir()
-    assert main(["--input", str(tmp_path / "empty"), "--output", str(tmp_path / "eo"), "--quiet"]) == 0
     assert main(["--input", str(tmp_path / "nope"), "--output", str(tmp_path / "no"), "--quiet"]) == 2
+
+
+def test_an_input_folder_without_any_table_is_an_error_saying_how_to_make_one(tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["--input", str(tmp_path / "empty"), "--output", str(tmp_path / "eo"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds none of the schema tables" in err and "scripts/run demo" in err
+    assert not (tmp_path / "eo").exists()
+
+
+@pytest.mark.parametrize("option,value,needle", [
+    ("--bootstrap-resamples", "-5", "aggregate.bootstrap_resamples must be >= 1, got -5"),
+    ("--pass-k", "0", "passk.n must be >= 1, got 0"),
+    ("--rarefaction-draws", "0", "aggregate.rarefaction_draws must be >= 1"),
+    ("--min-mode-m", "-1", "aggregate.min_mode_m must be >= 1"),
+])
+def test_out_of_range_options_are_one_line_errors(tmp_path: Path, tiny, capsys, option, value, needle) -> None:
+    src = synth.write_dataset(tiny, tmp_path / "in")
+    assert main(["--input", str(src), "--output", str(tmp_path / "o"), option, value, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {option} {value}: {needle}" or (err.startswith(f"error: {option} {value}: ") and needle in err)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_column_of_the_wrong_type_names_the_file_column_and_type(tmp_path: Path, tiny, capsys) -> None:
+    """reward stored as text: checked against docs/schema.md, not coerced into missing values."""
+    tabs = dict(tiny)
+    s = tabs["samples"]
+    i = s.schema.get_field_index("reward")
+    tabs["samples"] = s.set_column(i, "reward", s.column("reward").cast(pa.string()))
+    src = synth.write_dataset(tabs, tmp_path / "in")
+    assert main(["--input", str(src), "--output", str(tmp_path / "o"), *SMALL, "--no-figures"]) == 1
+    err = capsys.readouterr().err
+    line = next(ln for ln in err.splitlines() if "samples.parquet" in ln)
+    assert str(src / "samples.parquet") in line and "column reward is string, expected int" in line
+    assert not (tmp_path / "o" / "summary.json").exists()
+
+
+def test_a_part_folder_without_manifests_is_not_read(tmp_path: Path, tiny) -> None:
+    """docs/schema.md: a part without its manifest is incomplete and ignored, also when none has one."""
+    src = synth.write_dataset(tiny, tmp_path / "in", parts=2)
+    for m in (src / "greedy").glob("*.manifest.json"):
+        m.unlink()
+    assert main(["--input", str(src), "--output", str(tmp_path / "o"), *SMALL, "--no-figures"]) == 0
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert any("greedy" in n and "has a manifest" in n for n in s["notes"])
 
 
 def test_malformed_table_stops_the_run_unless_skipped(tmp_path: Path, tiny, capsys) -> None:
