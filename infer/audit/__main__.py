@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--seed", type=int, default=None)
     s.add_argument("--force", action="store_true", help="redraw even if pairs (and labels) exist")
     s.add_argument("--if-missing", action="store_true", help="keep an existing draw (exit 0): what a study rerun does")
-    m = sub.add_parser("import", help="import annotations: CSV with annotator,pair_id,label[,kind]")
+    m = sub.add_parser("import", help="import annotations: CSV with the header annotator,pair_id,label[,kind]; "
+                       "label same|different (or 0|1), kind label|adjudication")
     m.add_argument("file", type=Path)
     m.add_argument("--scale", required=True)
     v = sub.add_parser("serve", help="serve the annotation page")

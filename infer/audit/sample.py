@@ -77,28 +77,53 @@ def drawn(path: Path) -> int:
         return int(con.execute("SELECT COUNT(*) FROM pairs").fetchone()[0])
 
 
+IMPORT_COLUMNS = ("annotator", "pair_id", "label")  # and optionally kind
+
+
+def _label(text: str) -> int:
+    """`same` / `different` (the page's words) or 0 / 1 (store.LABELS' coding); KeyError otherwise."""
+    word = (text or "").strip().lower()
+    return store.LABELS[word] if word in store.LABELS else {"0": 0, "1": 1}[word]
+
+
 def import_labels(path: Path, csv_path: Path) -> dict:
-    """Import annotations made elsewhere: a CSV with columns annotator, pair_id, label (0/1) and optionally
-    kind (`label`, the default, or `adjudication`). Every row is checked before anything is written."""
+    """Import annotations made elsewhere: a CSV with the header annotator,pair_id,label[,kind]; label is
+    `same` or `different` (or 0 = same, 1 = different); kind is `label` (the default) or `adjudication`.
+    Every row is checked before anything is written; a file without rows imports nothing and says so."""
     import csv
 
     if not drawn(path):
         raise ValueError(f"no audit pairs at {path}; draw them first (python -m infer.audit sample)")
-    with csv_path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    try:
+        with csv_path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows, header = list(reader), [h.strip() for h in reader.fieldnames or []]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read it ({exc.strerror or exc}); give the path of a CSV file") from None
+    if not set(IMPORT_COLUMNS) <= set(header):
+        raise ValueError(f"the header is {','.join(header) or 'empty'}; the first line must be "
+                         f"{','.join(IMPORT_COLUMNS)}[,kind]")
+    if not rows:
+        raise ValueError("it holds a header but no annotation rows")
     with store.connect(path) as con:
         known = {r[0] for r in con.execute("SELECT pair_id FROM pairs")}
     checked = []
     for i, r in enumerate(rows, 2):
+        r = {(k or "").strip(): v for k, v in r.items()}
         who, kind = (r.get("annotator") or "").strip(), (r.get("kind") or "label").strip()
         if not store.valid_name(who) or kind not in ("label", "adjudication"):
             raise ValueError(f"line {i}: annotator must be 1-32 letters, digits, _ or -, kind label|adjudication")
         try:
-            pair, label = int(r["pair_id"]), int(r["label"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"line {i}: pair_id and label must be integers") from None
-        if pair not in known or label not in (0, 1):
-            raise ValueError(f"line {i}: unknown pair {pair} or label {label} not 0/1")
+            pair = int(r["pair_id"])
+        except (TypeError, ValueError):
+            raise ValueError(f"line {i}: pair_id must be an integer, got {r['pair_id']!r}") from None
+        try:
+            label = _label(r["label"])
+        except KeyError:
+            raise ValueError(f"line {i}: label must be same or different (or 1 = different, 0 = same), "
+                             f"got {r['label']!r}") from None
+        if pair not in known:
+            raise ValueError(f"line {i}: unknown pair {pair} (the drawn pairs are listed by the audit page)")
         checked.append((kind, who, pair, label))
     for kind, who, pair, label in checked:
         (store.set_adjudication if kind == "adjudication" else store.set_label)(path, who, pair, label)

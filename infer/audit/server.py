@@ -20,7 +20,6 @@ from urllib.parse import parse_qs, urlparse
 from infer.audit import store
 
 STATIC = Path(__file__).parent / "static"
-LABELS = {"same": 0, "different": 1}
 MAX_BODY = 10_000
 
 
@@ -91,7 +90,7 @@ def make_handler(db: Path):
                 return self._json({"error": "body too large"}, 413)
             try:
                 body = json.loads(self.rfile.read(length) or b"{}")
-                pid, label = int(body["pair_id"]), LABELS[body["label"]]
+                pid, label = int(body["pair_id"]), store.LABELS[body["label"]]
             except (ValueError, KeyError, TypeError):
                 return self._json({"error": "need pair_id and label same|different"}, 400)
             try:

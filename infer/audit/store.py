@@ -8,6 +8,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+# A pair's label: 1 when the two trajectories follow different strategies, 0 when the same one (the page
+# posts the words; an imported CSV may give either the words or the digits).
+LABELS = {"same": 0, "different": 1}
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trajectories (

@@ -160,3 +160,29 @@ def test_if_missing_keeps_the_draw_and_import_checks_every_row_first(labelled, t
         got = {(r["annotator"], r["pair_id"]): r["label"] for r in con.execute("SELECT * FROM labels")}
         adj = {r["pair_id"]: (r["adjudicator"], r["label"]) for r in con.execute("SELECT * FROM adjudications")}
     assert got[("D", 1)] == 1 and got[("D", 2)] == 0 and adj[1] == ("E", 0)
+
+
+def test_import_takes_the_page_words_and_refuses_bad_files_in_one_line(labelled, tmp_path, capsys):
+    """same/different as the page posts them; a missing file, a wrong header, a header without rows and an
+    unknown word each exit 2 with one line, nothing imported."""
+    db = audit_db("tiny")
+    words = tmp_path / "words.csv"
+    words.write_text("annotator,pair_id,label\nF,1,different\nF,2,Same\n")
+    capsys.readouterr()
+    assert audit_main(["import", "--scale", "tiny", str(words)]) == 0
+    with store.connect(db) as con:
+        got = {r["pair_id"]: r["label"] for r in con.execute("SELECT * FROM labels WHERE annotator = 'F'")}
+    assert got == {1: 1, 2: 0}
+    cases = {"missing.csv": None, "header.csv": "who,pair,verdict\nG,1,same\n", "empty.csv": "annotator,pair_id,label\n",
+             "word.csv": "annotator,pair_id,label\nG,1,alike\n"}
+    needles = {"missing.csv": "cannot read it", "header.csv": "the first line must be annotator,pair_id,label[,kind]",
+               "empty.csv": "no annotation rows", "word.csv": "label must be same or different"}
+    for name, text in cases.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        capsys.readouterr()
+        assert audit_main(["import", "--scale", "tiny", str(tmp_path / name)]) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needles[name] in err and err.endswith("nothing was imported"), err
+    with store.connect(db) as con:
+        assert con.execute("SELECT COUNT(*) FROM labels WHERE annotator = 'G'").fetchone()[0] == 0
