@@ -109,11 +109,35 @@ def _math_verify_missing() -> str | None:
     return None
 
 
-def main(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+def _parser():
+    import argparse
+
+    return argparse.ArgumentParser(
+        prog="python -m rcea.verify", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Batch answer verifier: JSON lines on stdin, one verdict line per input line on stdout.",
+        epilog="in:  {\"completion\": str, \"reference\": str[, \"timeout\": seconds]} per line\n"
+               "out: {\"correct\": bool, \"extracted\": str|null}, or {\"error\": \"...\"} for a malformed line\n"
+               "example: echo '{\"completion\": \"\\\\boxed{2}\", \"reference\": \"2\"}' | python -m rcea.verify\n"
+               "Needs math-verify: run it with .envs/infer/bin/python (exit 2 otherwise).")
+
+
+def main(stdin: IO[str] | None = None, stdout: IO[str] | None = None, argv: list[str] | None = None) -> int:
     """Batch CLI: JSON lines in, one JSON verdict line out per input line, flushed per line.
 
     Exit 2 at start (nothing read) when math-verify is not importable: without it only the lines
-    decided by string comparison would be answered."""
+    decided by string comparison would be answered. A reader that stops early (`| head -1`) ends the
+    run quietly (exit 0), without a BrokenPipe traceback."""
+    try:
+        _parser().parse_args(argv)
+        return _batch(stdin, stdout)
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout at exit
+        return 0
+
+
+def _batch(stdin: IO[str] | None, stdout: IO[str] | None) -> int:
     why = _math_verify_missing()
     if why:
         sys.stderr.write(

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import select
+import shlex
 import subprocess
 import sys
 import threading
@@ -335,3 +336,19 @@ def test_batch_cli_refuses_to_start_without_math_verify(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "math-verify" in proc.stderr and ".envs/infer/bin/python -m rcea.verify" in proc.stderr
+
+
+def test_batch_cli_help_and_a_reader_that_stops_early():
+    """`--help` prints the usage and the line format; `| head -1` ends the run quietly (no BrokenPipe
+    traceback), as a shell user would pipe it."""
+    proc = subprocess.run([sys.executable, "-m", "rcea.verify", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: python -m rcea.verify")
+    assert '"completion"' in proc.stdout and '"correct"' in proc.stdout
+    lines = "".join(json.dumps({"completion": box(str(i)), "reference": str(i)}) + "\n" for i in range(3000))
+    shell = f"{shlex.quote(sys.executable)} -m rcea.verify | head -1"
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", shell], input=lines, capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.stdout == json.dumps({"correct": True, "extracted": "0"}) + "\n"
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0
