@@ -74,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
               "or write them as docs/schema.md describes", file=sys.stderr)
         return 2
     out = Path(args.output)
-    run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet)
+    from aggregate.context import load_context
+
+    run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet,
+        context=load_context(Path(args.input)))
     return 0
 
 
@@ -91,19 +94,19 @@ def read_seed_noise(out: Path) -> list[dict]:
     return found
 
 
-def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = True) -> dict:
-    """Aggregate ``ds`` into ``out``; returns the results dict (with timings)."""
-    from aggregate import figures, pipeline, report, tables
+def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = True, context=None) -> dict:
+    """Aggregate ``ds`` into ``out`` (``context``: aggregate.context.load_context); returns the results dict."""
+    from aggregate import figures, pipeline, report, supplement, tables
 
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    res = pipeline.run_aggregation(ds, st, timings)
+    res = pipeline.run_aggregation(ds, st, timings, context)
     res["skipped_parts"] = list(ds.skipped)
     res["provenance"] = report.provenance()
     res["seed_noise"] = read_seed_noise(out)
     out.mkdir(parents=True, exist_ok=True)
     t1 = time.perf_counter()
-    tabs = tables.build_tables(res, st)
+    tabs = {**tables.build_tables(res, st), **supplement.build_supplement(res, st)}  # Tables 1-A9, then A1-A3
     for key, t in tabs.items():
         report.write_text(out / "tables" / f"{key}.md", t.markdown())
         report.write_text(out / "tables" / f"{key}.tex", t.latex())

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from aggregate import evals
 from aggregate.io import group_keys, numeric
@@ -80,3 +81,27 @@ def detect_failures(greedy_rows: list[dict], settings: AggregateSettings) -> dic
         out[key] = evals.failure_detector([r["step"] for r in rows], [r["correct"] for r in rows],
                                           [r["n"] for r in rows], settings.failure_thresholds())
     return out
+
+
+def _questions_per_benchmark(t: pa.Table) -> dict[str, int]:
+    pairs = pa.table({"b": pc.cast(t.column("benchmark"), pa.string()),
+                      "q": pc.cast(t.column("question_id"), pa.string())}).group_by(["b", "q"]).aggregate([])
+    counts = pairs.group_by("b").aggregate([("q", "count")])
+    out: dict[str, int] = {}
+    for b, n in zip(counts.column("b").to_pylist(), counts.column("q_count").to_pylist()):
+        key = canonical_benchmark(b)
+        out[key] = out.get(key, 0) + int(n)
+    return out
+
+
+def eval_inventory(ds, st) -> dict[str, dict[str, int]]:
+    """benchmark -> {"greedy": questions, "probe": questions, "passk": questions} as found in the tables."""
+    inv: dict[str, dict[str, int]] = {}
+    for table, col in (("greedy", "greedy"), ("samples", "probe")):
+        if ds.has(table):
+            for b, n in _questions_per_benchmark(ds.tables[table]).items():
+                inv.setdefault(b, {})[col] = n
+    if ds.has("passk"):
+        n = len(set(pc.cast(ds.tables["passk"].column("question_id"), pa.string()).to_pylist()))
+        inv.setdefault(canonical_benchmark(st.passk_benchmark), {})["passk"] = n
+    return inv

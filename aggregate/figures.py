@@ -166,7 +166,39 @@ def fig_retention(res: dict, st: AggregateSettings, out: Path) -> list[str]:
     return save(fig, out, "fig_retention_vs_passk")
 
 
-FIGURES = {"fig_traces": fig_traces, "fig_reward_ratios": fig_ratios, "fig_covariance_fit": fig_covfit,
+def fig_training_entropy(res: dict, st: AggregateSettings, out: Path) -> list[str]:
+    """Training token entropy (steps.jsonl) over the whole epoch per run, raw and CMA-smoothed (visual only);
+    a failed run's onset marked (Table A3: complete trace, failure marked)."""
+    from aggregate.evals import centered_moving_average
+    from aggregate.pipeline import method_rank
+    from aggregate.tables import method_name, scale_name
+
+    traces = res.get("training_traces") or {}
+    runs = [(k.split("/", 1), tr) for k, tr in traces.items() if any(_finite(e) for e in tr["entropy"])]
+    scales = sorted({sc for (sc, _), _ in runs})
+    if not scales:
+        return []
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(scales), figsize=(5 * len(scales), 3.6), squeeze=False)
+    for j, sc in enumerate(scales):
+        ax = axes[0, j]
+        for (s, m), tr in sorted(((r, tr) for r, tr in runs if r[0] == sc), key=lambda x: method_rank(x[0][1])):
+            pts = [(st_, e) for st_, e in zip(tr["step"], tr["entropy"]) if _finite(e)]
+            x = np.array([p[0] for p in pts]) / tr["steps_per_epoch"]
+            y = np.array([p[1] for p in pts])
+            ax.plot(x, y, color=_color(m), alpha=0.25, lw=0.6)
+            ax.plot(x, centered_moving_average(y, st.smoothing_window), color=_color(m), label=method_name(m))
+            fd = res.get("failure_detector", {}).get(f"{s}/{m}", {})
+            if fd.get("fired"):
+                ax.axvline(fd["onset_step"] / tr["steps_per_epoch"], color=_color(m), ls="--", lw=1)
+        ax.set(title=f"{scale_name(sc)}: training entropy (steps.jsonl)", xlabel="normalised progress",
+               ylabel="mean token entropy (nats)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save(fig, out, "fig_training_entropy")
+
+
+FIGURES = {"fig_traces": fig_traces, "fig_training_entropy": fig_training_entropy, "fig_reward_ratios": fig_ratios, "fig_covariance_fit": fig_covfit,
            "fig_retention_vs_passk": fig_retention}
 
 

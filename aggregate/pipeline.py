@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from aggregate import covariance, evals
-from aggregate.evaltables import detect_failures, greedy_summary, passk_summary, transitions
+from aggregate.evaltables import detect_failures, eval_inventory, greedy_summary, passk_summary, transitions
 from aggregate.io import Dataset
 from aggregate.settings import AggregateSettings
 from rcea.config import METHODS
@@ -38,8 +38,10 @@ def steps_per_epoch(scale: str, settings: AggregateSettings, max_step: int) -> f
 
 
 def run_aggregation(ds: Dataset, settings: AggregateSettings,
-                    timings: dict[str, float] | None = None) -> dict[str, Any]:
-    """All analyses; returns the results dict consumed by tables, figures, report and summary.json."""
+                    timings: dict[str, float] | None = None, context: Any = None) -> dict[str, Any]:
+    """All analyses; returns the results dict consumed by tables, figures, report and summary.json.
+    ``context`` (aggregate.context.Context): the training logs, manifests, judge calibration and audit
+    around the tables, when the input is a study's tables folder."""
     t = timings if timings is not None else {}
     notes = list(ds.notes)
     unavailable: dict[str, str] = {}
@@ -145,6 +147,11 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
     res["extension_runs"] = [f"{r['scale']}/{r['method']}" for r in res["runs"] if r["extension"]]
     res["greedy"] = greedy
     res["passk"] = passk
+    res["eval_inventory"] = eval_inventory(ds, settings)
+    if context is not None:
+        from aggregate.context import summarise
+
+        summarise(context, res, settings, steps_per_epoch)
     return res
 
 

@@ -33,6 +33,7 @@ PROVENANCE = {
     "fig_traces": ("Figures 1 and 3 (entropy and accuracy over normalised progress)", "samples, greedy"),
     "fig_reward_ratios": ("Figures 4 and 5 (broad and paired ratios)", "samples"),
     "fig_covariance_fit": ("Figure 6 (covariance fit vs identity)", "covariance"),
+    "fig_training_entropy": ("Figures 1 and 3 (training entropy over the whole epoch)", "steps.jsonl of each run"),
     "fig_retention_vs_passk": ("RQ3 Spearman (retention vs pass@k; the paper's k is 64)", "samples.mode, passk"),
 }
 
@@ -97,7 +98,10 @@ def summary(res: dict) -> dict[str, Any]:
     return jsonable({"endpoints": eps, "runs": res.get("runs", []), "covariance_fit": res.get("covariance_fit"),
                      "correlations": res.get("correlations", {}),
                      "extension_covariance_fit": res.get("extension_covariance_fit"),
-                     "extension_runs": res.get("extension_runs", []), "failure_detector": res.get("failure_detector", {}),
+                     "extension_runs": res.get("extension_runs", []),
+                     "training_traces": res.get("training_traces"), "failure_window": res.get("failure_window"),
+                     "judge_calibration": res.get("judge_calibration"), "audit": res.get("audit"),
+                     "inventory": res.get("inventory"), "eval_inventory": res.get("eval_inventory"), "failure_detector": res.get("failure_detector", {}),
                      "notes": res.get("notes", []), "unavailable": res.get("unavailable", {}),
                      "seed_noise": res.get("seed_noise", []), "skipped_parts": res.get("skipped_parts", []),
                      "settings": res.get("settings"), "provenance": res.get("provenance"),
@@ -127,12 +131,16 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
          "",
          "## Outputs and the paper artifacts they reproduce", "",
          "| Output | Reproduces | Reads | Files | Status |", "|---|---|---|---|---|"]
+    from aggregate.context import report_lines
+    from aggregate.supplement import PROVENANCE as SUPPLEMENT_PROVENANCE
+
+    provenance_of = {**PROVENANCE, **SUPPLEMENT_PROVENANCE}
     for key, t in tables.items():
-        where, reads = PROVENANCE[key]
+        where, reads = provenance_of[key]
         status = "rendered" if t.rows else "empty: " + ("; ".join(t.notes) or "no rows")
         L.append(f"| {t.key} | {where} | {reads} | `tables/{key}.md`, `tables/{key}.tex` | {status} |")
     for key, files in figures.items():
-        where, reads = PROVENANCE[key]
+        where, reads = provenance_of[key]
         L.append(f"| {key} | {where} | {reads} | {', '.join(f'`figures/{f}`' for f in files) or '–'} | "
                  f"{'rendered' if files else 'not drawn: inputs missing'} |")
     L += ["", "## Numbers per reporting point (paper Table A3 rule; docs/estimators.md#reporting-points)", "",
@@ -176,6 +184,7 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
         if res.get("extension_runs"):
             L.append(f"- Over the paper's six objectives only; extension runs ({', '.join(res['extension_runs'])}) "
                      "are listed in the tables beside them, not correlated.")
+    L += report_lines(res, st)
     eps = res.get("endpoints", [])
     if eps:
         worst = max((e.get("max_decomposition_residual", 0.0) for e in eps), default=0.0)

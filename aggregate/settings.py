@@ -85,6 +85,8 @@ class AggregateSettings:
     """[C] worker processes for the bootstrap and the rarefaction (0: all available CPUs)."""
     benchmark_order: tuple[str, ...] = _setting("aggregate.benchmark_order")
     """[S] Table 1 column order (normalised benchmark names)."""
+    failure_window: tuple[float, ...] = _setting("aggregate.failure_window")
+    """[S] progress window of the failure-window statistics (the paper's 45-55%, around Clip-Cov-7B's onset)."""
     paper_methods: tuple[str, ...] = _setting("aggregate.paper_methods")
     """[S] the paper's six objectives: the only trained methods inside a paper statistic; any other
     (Archer) is an extension, reported in its own rows (``is_extension``)."""

@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
-from rcea.layout import llm_cache_dir, semantic_dir
+from rcea.layout import judge_calibration, llm_cache_dir, semantic_dir
 from rcea.stats import binary_calibration
 
 from infer.llm import LLMClient, LLMSettings, Request, parse_json
@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--no-progress", action="store_true")
         if name == "calibrate":
             p.add_argument("--labels", required=True, type=Path)
-            p.add_argument("--out", type=Path, default=None, help="write the metrics as JSON here")
+            p.add_argument("--out", type=Path, default=None,
+                           help="write the metrics as JSON here (default: the scale's semantic/judge_calibration.json, "
+                                "which the aggregation report reads)")
     args = ap.parse_args(argv)
     judge = LLMJudge(settings_for(args.scale, args))
     if args.cmd == "run":
@@ -216,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = calibrate(args.labels, judge if use_model else None)
         if use_model:
             summary.update(judge.client.stats())
-        if args.out:
-            atomic_write_json(args.out, summary)
+        atomic_write_json(args.out or judge_calibration(args.scale), summary)
     print(json.dumps(summary, indent=2))
     return 0
 

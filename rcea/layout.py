@@ -10,7 +10,8 @@
     seeds/<scale>/<method>/                     the run-to-run noise runs (train.seeds)
     infer/<scale>/queue.sqlite                  the job queue
     infer/<scale>/tables/<table>/<part>.parquet the sample schema (rcea/schema.py), one part per job
-    infer/<scale>/semantic/                     validity and mode labels; audit/audit.sqlite
+    infer/<scale>/semantic/                     validity and mode labels, judge_calibration.json;
+                                                audit/audit.sqlite, audit/report.json
     llm_cache/<client>/                         cached judge and codebook responses
     results/<scale>/                            aggregated summary, tables, figures, report
 
@@ -75,6 +76,16 @@ def semantic_dir(scale: str, root: str | Path | None = None) -> Path:
 
 def audit_db(scale: str, root: str | Path | None = None) -> Path:
     return semantic_dir(scale, root) / "audit" / "audit.sqlite"
+
+
+def audit_report(scale: str, root: str | Path | None = None) -> Path:
+    """The partition audit's metrics and gates (`python -m infer.audit report`)."""
+    return audit_db(scale, root).with_name("report.json")
+
+
+def judge_calibration(scale: str, root: str | Path | None = None) -> Path:
+    """The validity judge's calibration metrics (`python -m infer.judge calibrate`), read by the report."""
+    return semantic_dir(scale, root) / "judge_calibration.json"
 
 
 def llm_cache_dir(client: str, root: str | Path | None = None) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from infer.audit.sample import drawn, import_labels, report, sample
 from infer.audit.server import make_server
-from rcea.layout import audit_db
+from rcea.layout import audit_db, audit_report
 from rcea.store import atomic_write_json
 
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
     else:
         out = report(audit_db(args.scale))
-        atomic_write_json(args.out or audit_db(args.scale).with_name("report.json"), out)
+        atomic_write_json(args.out or audit_report(args.scale), out)
         print(json.dumps(out, indent=2, default=str))
     return 0
 

@@ -110,11 +110,21 @@ def test_clip_cov_intermediate(oracle):
     assert float(cov[0, 2]) == pytest.approx(0.4032, abs=1e-4)
     _, m = batch_loss("clip_cov", oracle, clip_cov_lb=0.1, clip_cov_ratio=0.5)
     assert m["clip_cov/candidates"] == 2 and m["cov_selected_frac"] == pytest.approx(2 / 11)
+    assert m["cov_mask_empty"] == 0.0
+
+
+def test_the_covariance_mask_is_empty_on_all_failed_groups(oracle):
+    """The paper's failure window: uniformly failed groups give A = 0, so Cov = 0 and no token is in
+    (lb, ub); the per-update flag the report's failure-window statistic averages says so."""
+    _, m = batch_loss("clip_cov", oracle, clip_cov_lb=1e-6, clip_cov_ratio=0.5)
+    assert m["cov_mask_empty"] == 0.0  # mixed groups: some token has Cov in (1e-6, 5)
+    _, m = batch_loss("clip_cov", {**oracle, "rewards": torch.zeros(4)}, clip_cov_lb=1e-6, clip_cov_ratio=0.5)
+    assert m["cov_selected_frac"] == 0 and m["cov_mask_empty"] == 1.0
 
 
 def test_kl_cov_selects_top_k(oracle):
     _, m = batch_loss("kl_cov", oracle, kl_cov_ratio=0.2)
-    assert m["cov_selected_frac"] == pytest.approx(2 / 11)
+    assert m["cov_selected_frac"] == pytest.approx(2 / 11) and m["cov_mask_empty"] == 0.0
 
 
 # ---- edge cases -------------------------------------------------------------------------------
@@ -156,7 +166,7 @@ def test_empty_masks_and_one_token_completions(name):
 
 def test_clip_cov_without_candidate_equals_ppo_tok(oracle):
     cc, m = batch_loss("clip_cov", oracle)  # defaults: no candidate in (1, 5)
-    assert m["cov_selected_frac"] == 0
+    assert m["cov_selected_frac"] == 0 and m["cov_mask_empty"] == 1.0
     ppo, _ = batch_loss("grpo", oracle, loss_type="dapo")
     assert float(cc) == pytest.approx(float(ppo), abs=1e-12)
 

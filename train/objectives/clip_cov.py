@@ -58,5 +58,6 @@ def token_loss(tb: TokenBatch, s: ClipCovSettings):
     per_token = per_token * keep.view_as(mask)
     metrics = clip_fractions(log_ratio, adv, s.epsilon, s.epsilon_high, mask)
     metrics["cov_selected_frac"] = idx.numel() / max(n_valid, 1)
+    metrics["cov_mask_empty"] = float(idx.numel() == 0)  # per update: the paper's failure-window statistic
     metrics["clip_cov/candidates"] = float(cand.sum())
     return per_token, per_token.new_zeros(()), metrics

@@ -46,5 +46,6 @@ def token_loss(tb: TokenBatch, s: KLCovSettings):
         top = torch.topk(cov.flatten(), k).indices
         selected.view(-1)[top] = True
     per_token = per_token + s.ppo_kl_coef * log_ratio.abs() * selected
-    metrics = {"cov_selected_frac": float(selected.sum()) / max(n_valid, 1)}
+    metrics = {"cov_selected_frac": float(selected.sum()) / max(n_valid, 1),
+               "cov_mask_empty": float(not bool(selected.any()))}  # per update (the failure-window statistic)
     return per_token, per_token.new_zeros(()), metrics

@@ -1,0 +1,208 @@
+"""What a study leaves beside its sample tables, and the report outputs made from it.
+
+When ``--input`` is a study's tables folder (``rcea.layout.tables_dir``), the data folder around it also
+holds each training run's per-step log (``train/<scale>/<run>/steps.jsonl``) and manifests, the judge's
+calibration metrics and the partition audit's report. From them: the training-entropy trace over the
+whole epoch (Figures 1 and 3), the failure-window statistics of every run (supplement §13: the share of
+sampled completions in prompt groups with nonzero reward variance, the share of updates whose covariance
+mask selects no token), the judge-calibration and audit-gate sections of the report, and Table A1's
+inventory of the machines and libraries the manifests record. A missing piece is a note, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rcea import layout
+
+
+@dataclass
+class Context:
+    steps: dict[tuple[str, str], list[dict]] = field(default_factory=dict)  # (scale, run) -> step lines
+    manifests: list[dict] = field(default_factory=list)  # each with "role": training | inference
+    judge_calibration: dict | None = None
+    audit: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def study_root(tables: Path) -> tuple[Path, str] | None:
+    """(data folder, scale) when ``tables`` is a study's tables folder, else None."""
+    tables = Path(tables).resolve()
+    if len(tables.parents) < 3:
+        return None
+    root, scale = tables.parents[2], tables.parent.name
+    return (root, scale) if layout.tables_dir(scale, root).resolve() == tables else None
+
+
+def load_context(tables: Path) -> Context:
+    """Everything around ``tables`` that the report uses (empty, with a note, for a bare dataset folder)."""
+    from rcea.jsonl import JsonlError, read_jsonl
+
+    ctx = Context()
+    found = study_root(tables)
+    if found is None:
+        ctx.notes.append("input is not a study's tables folder: no training logs, manifests, judge calibration or "
+                         "audit report beside it (training-entropy trace, failure window, Table A1 and the gates "
+                         "not shown)")
+        return ctx
+    root, scale = found
+    train = layout.run_dir(scale, "-", root).parent
+    for run in sorted(p for p in train.glob("*") if p.is_dir()) if train.is_dir() else []:
+        log = run / "steps.jsonl"
+        if log.exists():
+            try:
+                ctx.steps[(scale, run.name)] = read_jsonl(log, required=("step",), id_key="step", allow_empty=True,
+                                                          drop_partial_tail=True)
+            except JsonlError as exc:
+                ctx.notes.append(f"training log not read: {exc}")
+        m = _json(run / "summary.json.manifest.json")
+        if m:
+            ctx.manifests.append({"role": "training", **m})
+    for m in sorted([*Path(tables).glob("*.manifest.json"), *Path(tables).glob("*/*.manifest.json")]):
+        rec = _json(m)
+        if rec:
+            ctx.manifests.append({"role": "inference", **rec})
+    ctx.judge_calibration = _json(layout.judge_calibration(scale, root))
+    ctx.audit = _json(layout.audit_report(scale, root))
+    return ctx
+
+
+def _mean(rows: list[dict], key: str) -> float | None:
+    v = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float)) and np.isfinite(r[key])]
+    return float(np.mean(v)) if v else None
+
+
+def failure_window(rows: list[dict], spe: float, window: tuple[float, float]) -> dict[str, Any]:
+    """The two failure-window shares of one run, inside the progress ``window`` and over the whole run.
+
+    nonzero-variance share: mean of ``frac_nonzero_var`` over fresh rollouts (each rollout has the same number
+    of completions, so this is the share of completions). Empty-mask share: mean of ``cov_mask_empty`` over the
+    logged steps (each the mean of its updates' 0/1 flags); None for an objective without a covariance mask.
+    """
+    fresh = [r for r in rows if r.get("fresh_rollout", 1.0) == 1.0]
+    lo, hi = window
+    inside = [r for r in rows if lo <= r["step"] / spe <= hi]
+    inside_fresh = [r for r in fresh if lo <= r["step"] / spe <= hi]
+    return {"window": list(window), "steps_in_window": len(inside), "steps": len(rows),
+            "nonzero_var_share_window": _mean(inside_fresh, "frac_nonzero_var"),
+            "nonzero_var_share_run": _mean(fresh, "frac_nonzero_var"),
+            "empty_mask_share_window": _mean(inside, "cov_mask_empty"),
+            "empty_mask_share_run": _mean(rows, "cov_mask_empty")}
+
+
+def summarise(ctx: Context, res: dict, settings, steps_per_epoch) -> None:
+    """Adds the training traces, the failure-window statistics, the judge calibration, the audit and the
+    manifest inventory to the results dict (``steps_per_epoch(scale, settings, max_step)``: the x axis)."""
+    traces, windows = {}, {}
+    for (scale, run), rows in sorted(ctx.steps.items()):
+        rows = sorted((r for r in rows if "step" in r), key=lambda r: r["step"])
+        if not rows:
+            continue
+        spe = steps_per_epoch(scale, settings, rows[-1]["step"])
+        traces[f"{scale}/{run}"] = {"steps_per_epoch": spe, "step": [r["step"] for r in rows],
+                                    "entropy": [r.get("entropy") for r in rows],
+                                    "reward": [r.get("reward") for r in rows]}
+        windows[f"{scale}/{run}"] = failure_window(rows, spe, tuple(settings.failure_window))
+    res["training_traces"] = traces
+    res["failure_window"] = windows
+    if not traces:
+        res["unavailable"]["training_traces"] = "no training log (steps.jsonl) beside the tables: no training-" \
+                                                "entropy trace (Figures 1, 3) or failure-window statistics"
+    res["judge_calibration"] = ctx.judge_calibration
+    res["audit"] = ctx.audit
+    res["inventory"] = inventory(ctx.manifests)
+    res["notes"].extend(ctx.notes)
+
+
+def inventory(manifests: list[dict]) -> list[dict]:
+    """Table A1 rows: per role and device, the artifacts made there and the library versions recorded."""
+    rows: dict[tuple[str, str], dict] = {}
+    for m in manifests:
+        key = (m["role"], str(m.get("device", "unknown")))
+        r = rows.setdefault(key, {"role": key[0], "device": key[1], "artifacts": 0, "libraries": {},
+                                  "git_commits": set(), "lockfiles": set()})
+        r["artifacts"] += 1
+        r["libraries"].update({k: v for k, v in (m.get("libraries") or {}).items()
+                               if k in ("torch", "transformers", "trl", "vllm", "peft", "numpy")})
+        r["git_commits"].add(str(m.get("git_commit", "unknown")))
+        r["lockfiles"].add(str(m.get("lockfile", "unknown")))
+    return [dict(r, git_commits=sorted(r["git_commits"]), lockfiles=sorted(r["lockfiles"]))
+            for _, r in sorted(rows.items())]
+
+
+def _p(x: Any) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def report_lines(res: dict, st) -> list[str]:
+    """report.md sections: training entropy, failure window, judge calibration, partition-audit gates."""
+    L: list[str] = []
+    traces = res.get("training_traces")
+    if traces is None:
+        return L
+    lo, hi = st.failure_window
+    L += ["", "## Training entropy over the epoch (Figures 1 and 3; `summary.json` → `training_traces`, "
+          "`figures/fig_training_entropy`)", ""]
+    if traces:
+        L += ["Mean token entropy of the rollouts each optimizer step trained on (`steps.jsonl`, nats).", "",
+              "| Run | steps logged | first | minimum (step) | final |", "|---|---|---|---|---|"]
+        for key, tr in traces.items():
+            ent = [(s, e) for s, e in zip(tr["step"], tr["entropy"]) if isinstance(e, (int, float))]
+            if not ent:
+                L.append(f"| {key} | {len(tr['step'])} | – | – | – |")
+                continue
+            smin = min(ent, key=lambda p: p[1])
+            L.append(f"| {key} | {len(tr['step'])} | {ent[0][1]:.4f} | {smin[1]:.4f} ({smin[0]:,}) | {ent[-1][1]:.4f} |")
+    else:
+        L.append(f"- not available: {res['unavailable'].get('training_traces', 'no training log')}")
+    windows = res.get("failure_window") or {}
+    if windows:
+        L += ["", f"## Failure-window statistics (supplement §13; every run; window {100 * lo:g}-{100 * hi:g}% of the "
+              "epoch, then the whole run; `summary.json` → `failure_window`)", "",
+              "Nonzero-variance share: sampled completions whose prompt group has nonzero reward variance (fresh "
+              "rollouts). Empty-mask share: updates (micro-batch losses) whose covariance mask selects no token "
+              "(Clip-Cov, KL-Cov; – for objectives without a mask, or logs from before the flag was logged).", "",
+              "| Run | steps in window | nonzero variance, window | nonzero variance, run | empty mask, window "
+              "| empty mask, run |", "|---|---|---|---|---|---|"]
+        for key, w in windows.items():
+            L.append(f"| {key} | {w['steps_in_window']} | {_p(w['nonzero_var_share_window'])} | "
+                     f"{_p(w['nonzero_var_share_run'])} | {_p(w['empty_mask_share_window'])} | "
+                     f"{_p(w['empty_mask_share_run'])} |")
+    L += ["", "## Process-validity judge calibration (supplement §12; `summary.json` → `judge_calibration`)", ""]
+    jc = res.get("judge_calibration")
+    if jc:
+        L.append(f"- {jc.get('n', '–')} labelled items, coverage {_p(jc.get('coverage'))}: accuracy "
+                 f"{_p(jc.get('accuracy'))}, macro-F1 {_p(jc.get('macro_f1'))}, accepted-valid precision "
+                 f"{_p(jc.get('accepted_valid_precision'))}, valid recall {_p(jc.get('valid_recall'))} (TP {jc.get('tp')}, "
+                 f"FN {jc.get('fn')}, FP {jc.get('fp')}, TN {jc.get('tn')}).")
+    else:
+        L.append("- not run: no `semantic/judge_calibration.json` beside the tables (`python -m infer.judge calibrate "
+                 "--labels FILE --scale S` writes it).")
+    L += ["", "## Partition audit gates (supplement §12; `summary.json` → `audit`)", ""]
+    au = res.get("audit")
+    if au and au.get("gates"):
+        L.append(f"- {au.get('pairs', '–')} pairs over {au.get('trajectories', '–')} trajectories; human-human macro-F1 "
+                 f"{_f3(au.get('hh_macro_f1'))}, automatic {_f3(au.get('auto_macro_f1'))}, gap {_f3(au.get('gap'))}, "
+                 f"'different' precision {_f3(au.get('different_precision'))} / recall "
+                 f"{_f3(au.get('different_recall'))}, coverage {_f3(au.get('coverage'))}.")
+        L += [f"- gate {g}: {'pass' if ok else 'FAIL'}" for g, ok in au["gates"].items()]
+        L.append(f"- all gates pass: {'yes' if au.get('all_gates_pass') else 'NO: the mode partition is not audited'}")
+    else:
+        L.append("- not run: no `semantic/audit/report.json` beside the tables (`invoke audit --report`).")
+    return L
+
+
+def _f3(x: Any) -> str:
+    return "–" if not isinstance(x, (int, float)) else f"{x:.3f}"

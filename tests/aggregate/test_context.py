@@ -1,0 +1,117 @@
+"""The outputs made from what a study leaves beside its tables: training-entropy trace, failure-window
+statistics for every run, judge calibration and audit gates in the report, Tables A1-A3."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aggregate.cli import main
+from benchmarks import synth
+from rcea import layout
+
+SMALL = ["--min-k-r", "2", "--min-mode-m", "2", "--bootstrap-resamples", "50", "--pass-k", "4", "--quiet"]
+
+
+def _steps(clip_cov: bool) -> list[dict]:
+    """100 logged steps, a fresh rollout on odd steps (two iterations per rollout, the even step repeats the
+    rollout's fields). Inside 45-55% of the epoch: 20% of completions in mixed groups and 3 of 4 updates with an
+    empty covariance mask; outside: 80% and none."""
+    rows = []
+    for step in range(1, 101):
+        inside = 45 <= step <= 55
+        r = {"step": step, "entropy": 1.0 - step / 200, "reward": 0.5, "fresh_rollout": float(step % 2),
+             "frac_nonzero_var": 0.2 if inside else 0.8, "cov_selected_frac": 0.0 if inside else 0.01}
+        if clip_cov:
+            r["cov_mask_empty"] = 0.75 if inside else 0.0
+        rows.append(r)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("data")
+    tables = layout.tables_dir("tiny", root)
+    synth.write_dataset(synth.generate(synth.tiny_spec(seed=3, n_questions=6, k=12, methods=("grpo", "clip_cov"))),
+                        tables)
+    (tables / "samples.parquet.manifest.json").write_text(json.dumps(
+        {"artifact": "samples.parquet", "device": "cuda:NVIDIA H200", "libraries": {"vllm": "0.23.0", "torch": "2.9"},
+         "git_commit": "abc", "lockfile": "infer.txt:sha256:1"}))
+    for method in ("grpo", "clip_cov"):
+        run = layout.run_dir("tiny", method, root)
+        run.mkdir(parents=True)
+        (run / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _steps(method == "clip_cov")))
+        (run / "summary.json.manifest.json").write_text(json.dumps(
+            {"artifact": "summary.json", "device": "cuda:NVIDIA H100", "libraries": {"trl": "0.29.0"},
+             "git_commit": "abc", "lockfile": "train.txt:sha256:2", "method": method}))
+    # the judge's unique confusion matrix for the paper's held-out split: TP 56, FN 2, FP 3, TN 56
+    layout.judge_calibration("tiny", root).parent.mkdir(parents=True, exist_ok=True)
+    layout.judge_calibration("tiny", root).write_text(json.dumps(
+        {"n": 117, "covered": 117, "coverage": 1.0, "accuracy": 112 / 117, "macro_f1": 0.957264957,
+         "accepted_valid_precision": 56 / 59, "valid_recall": 56 / 58, "tp": 56, "fn": 2, "fp": 3, "tn": 56}))
+    layout.audit_report("tiny", root).parent.mkdir(parents=True, exist_ok=True)
+    layout.audit_report("tiny", root).write_text(json.dumps(
+        {"pairs": 29, "trajectories": 9, "hh_macro_f1": 0.854545455, "auto_macro_f1": 0.819444444, "gap": 0.035101,
+         "different_precision": 1.0, "different_recall": 0.8, "coverage": 8 / 9,
+         "gates": {"1_hh_macro_f1": True, "2_auto_macro_f1": False, "3_gap": True,
+                   "4_different_precision_recall": True, "5_coverage": False}, "all_gates_pass": False}))
+    out = root / "results"
+    assert main(["--input", str(tables), "--output", str(out), *SMALL]) == 0
+    return tables, out
+
+
+def test_failure_window_statistics_for_every_run(study) -> None:
+    _, out = study
+    fw = json.loads((out / "summary.json").read_text())["failure_window"]
+    assert set(fw) == {"tiny/grpo", "tiny/clip_cov"}
+    c = fw["tiny/clip_cov"]
+    assert c["steps_in_window"] == 11 and c["steps"] == 100
+    assert c["nonzero_var_share_window"] == pytest.approx(0.2)
+    assert c["nonzero_var_share_run"] == pytest.approx((6 * 0.2 + 44 * 0.8) / 50)  # fresh rollouts only
+    assert c["empty_mask_share_window"] == pytest.approx(0.75)
+    assert c["empty_mask_share_run"] == pytest.approx(11 * 0.75 / 100)
+    assert fw["tiny/grpo"]["empty_mask_share_window"] is None  # no covariance mask in GRPO
+    report = (out / "report.md").read_text()
+    assert "| tiny/clip_cov | 11 | 20.0% | 72.8% | 75.0% | 8.2% |" in report
+
+
+def test_training_entropy_trace_over_the_whole_epoch(study) -> None:
+    _, out = study
+    tr = json.loads((out / "summary.json").read_text())["training_traces"]["tiny/clip_cov"]
+    assert tr["step"] == list(range(1, 101)) and tr["entropy"][-1] == pytest.approx(0.5)
+    assert "| tiny/clip_cov | 100 | 0.9950 | 0.5000 (100) | 0.5000 |" in (out / "report.md").read_text()
+    assert (out / "figures" / "fig_training_entropy.png").exists()
+
+
+def test_judge_calibration_and_audit_gates_in_the_report(study) -> None:
+    _, out = study
+    report = (out / "report.md").read_text()
+    assert ("117 labelled items, coverage 100.0%: accuracy 95.7%, macro-F1 95.7%, accepted-valid precision 94.9%, "
+            "valid recall 96.6%") in report
+    assert "- gate 2_auto_macro_f1: FAIL" in report and "- gate 3_gap: pass" in report
+    assert "all gates pass: NO" in report
+
+
+def test_tables_a1_to_a3(study) -> None:
+    _, out = study
+    a1 = (out / "tables" / "tableA1.md").read_text()
+    assert "| training | cuda:NVIDIA H100 | 2 | trl 0.29.0 | train.txt:sha256:2 |" in a1
+    assert "| inference | cuda:NVIDIA H200 | 1 | torch 2.9, vllm 0.23.0 |" in a1 and "| aggregation |" in a1
+    a2 = (out / "tables" / "tableA2.md").read_text()
+    assert "| MATH 500 | 3 | " in a2 and "| AIME'24 | 2 | " in a2  # tiny_spec's greedy question counts
+    a3 = (out / "tables" / "tableA3.md").read_text()
+    assert "| Clip-Cov-tiny | steps 1-100 |" in a3 and "| GRPO-tiny | steps 1-100 |" in a3
+    assert (out / "tables" / "tableA3.tex").exists()
+
+
+def test_a_bare_dataset_folder_says_what_it_lacks(tmp_path: Path) -> None:
+    src, out = tmp_path / "in", tmp_path / "out"
+    synth.write_dataset(synth.generate(synth.tiny_spec(seed=3, n_questions=6, k=12)), src)
+    assert main(["--input", str(src), "--output", str(out), *SMALL, "--no-figures"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["training_traces"] == {} and s["judge_calibration"] is None
+    assert any("not a study's tables folder" in n for n in s["notes"])
+    report = (out / "report.md").read_text()
+    assert "- not run: no `semantic/judge_calibration.json`" in report
