@@ -86,9 +86,16 @@ def cmd_worker(args) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         limit_cpu_threads()
+    import sqlite3
+
     q = Queue(queue_path(args.scale), lease_s=args.lease)
-    stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty, poll_s=args.poll,
-                       report_s=args.report, name=worker_label())
+    try:
+        stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty,
+                           poll_s=args.poll, report_s=args.report, name=worker_label())
+    except sqlite3.OperationalError as exc:  # e.g. "database or disk is full": the real error, in one line
+        print(f"error: the job queue {q.path} cannot be written: {exc}. Free disk space there (df -h) and start "
+              "the workers again: finished jobs stay done, the interrupted one is redone.", file=sys.stderr)
+        return 1
     print(f"worker finished: {stats}; queue: {q.counts()}")
     return 0
 

@@ -126,7 +126,13 @@ class Queue:
             yield db
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # SQLite has already rolled back after some errors (SQLITE_FULL: disk full, I/O errors): a
+            # second ROLLBACK would raise "no transaction is active" and hide the real error.
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the error being raised says more
             raise
 
     @staticmethod

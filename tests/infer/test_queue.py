@@ -158,3 +158,25 @@ def test_a_live_or_remote_holder_keeps_its_lease_and_the_wait_is_reported(tmp_pa
     lines = [x for x in quiet.stream.getvalue().splitlines() if "waiting" in x]
     assert lines and "greedy:dapo-8" in lines[0] and "held by far:77" in lines[0] and "s left" in lines[0]
     assert len(lines) <= waited / 0.5 + 1  # rate-limited, not one line per 0.05 s poll
+
+
+def test_a_full_disk_is_reported_as_itself_and_the_queue_stays_usable(tmp_path):
+    """SQLite rolls a transaction back itself on SQLITE_FULL; the queue must not then hide the disk-full
+    error behind "cannot rollback - no transaction is active". A full disk is simulated with a page limit."""
+    import sqlite3
+
+    import pytest
+
+    q = Queue(tmp_path / "q.sqlite")
+    q.enqueue("small", "probe", {"x": 1})
+    db = q._conn()
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count={pages + 1}")
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        for i in range(50):
+            q.enqueue(f"big{i}", "probe", {"x": "a" * 20000})
+    assert not db.in_transaction
+    db.execute("PRAGMA max_page_count=1073741823")  # space freed: the same connection goes on
+    assert q.enqueue("after", "probe", {"x": 2}) == "added" and q.counts()["pending"] >= 2
+    job = q.claim("w")
+    assert job is not None and q.finish(job.id, "w", None)
