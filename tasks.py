@@ -29,6 +29,7 @@ from rcea.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
                                parse_methods, results_dir, role_command, status_command, train_command,
                                workers_command)
 from rcea.ops.shell import is_dry, require_compose, run_all
+from rcea.progress import duration
 
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
 H_METHOD = f"RL objective: {', '.join(METHODS)}"
@@ -163,7 +164,7 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
 
 def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
     took = st.run_study(c, stages, execute)
-    print(f"\n=== {name} done in {took:.0f}s")
+    print(f"\n=== {name} done in {duration(took)}")
     if scale == "tiny":
         print(f"=== report: {data_root()}/results/tiny/report.md (tables/ and figures/ beside it)")
     print(f"=== results: {results_dir() if scale == 'tiny' else 'results'}/{scale}/ on this machine")

@@ -20,6 +20,8 @@ import time
 import traceback
 from pathlib import Path
 
+from rcea.progress import duration, timing
+
 EXIT_INPUT, EXIT_TRANSIENT = 2, 75
 # Exception type names a retry on another worker or GPU can cure.
 TRANSIENT = ("OutOfMemoryError", "ConnectionError", "ConnectionResetError", "TimeoutError", "BrokenPipeError")
@@ -93,11 +95,12 @@ def cmd_run_job(args) -> int:
         t0 = time.time()
 
         def progress(what, done, total, _key=spec["key"]):
-            print(f"[run-job] {_key}: {what} {done}/{total} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+            print(f"[run-job] {_key}: {what} {done}/{total} | {timing(time.time() - t0, done, total)}",
+                  file=sys.stderr, flush=True)
 
         try:
             summary = run_job(spec["payload"], ctx, progress)
-            print(f"[run-job] {spec['key']}: done {summary} in {time.time() - t0:.1f}s", flush=True)
+            print(f"[run-job] {spec['key']}: done {summary} in {duration(time.time() - t0)}", flush=True)
         except JobInputError as exc:
             print(f"[run-job] {spec['key']}: FAILED (inputs) {exc}", file=sys.stderr, flush=True)
             worst = worst or EXIT_INPUT

@@ -17,6 +17,7 @@ import traceback
 from typing import Callable
 
 from rcea import layout
+from rcea.progress import duration, timing
 
 from infer.queue import Job, Queue, worker_name
 
@@ -99,7 +100,8 @@ def _report_wait(name: str, queue: Queue, stream) -> None:
 
 
 class Display:
-    """One progress line per update on stderr (rate-limited), e.g. `[w] probe:grpo-50 probe questions 12/200 31s`."""
+    """One progress line per update on stderr (rate-limited), in rcea.progress's format, e.g.
+    `[w] probe:grpo-50: probe questions 12/200 | 31s, ~7m 46s left` (plain lines: workers log to files)."""
 
     def __init__(self, name: str, stream=sys.stderr):
         self.name, self.stream, self.job, self.t0, self.last = name, stream, "", 0.0, 0.0
@@ -112,7 +114,8 @@ class Display:
     def __call__(self, what: str, done: int, total: int) -> None:
         now = time.time()
         if now - self.last > 2.0 or done == total:
-            print(f"[{self.name}] {self.job}: {what} {done}/{total} {now - self.t0:.0f}s", file=self.stream, flush=True)
+            print(f"[{self.name}] {self.job}: {what} {done}/{total} | {timing(now - self.t0, done, total)}",
+                  file=self.stream, flush=True)
             self.last = now
         if self.slowdown:
             time.sleep(self.slowdown)
@@ -142,7 +145,7 @@ def run_worker(queue: Queue, runner: Runner, ctx=None, until_empty: bool = False
         error = None
         try:
             summary = runner(job.payload, ctx, display)
-            print(f"[{name}] {job.key}: done {summary} in {time.time() - display.t0:.1f}s", file=display.stream,
+            print(f"[{name}] {job.key}: done {summary} in {duration(time.time() - display.t0)}", file=display.stream,
                   flush=True)
         except Exception as exc:  # a failing job must not stop the others
             error = f"{type(exc).__name__}: {exc}"

@@ -7,8 +7,10 @@ strategies (`rcea.toy.sft_examples`), loss on the completion tokens only. Cached
 from __future__ import annotations
 
 import math
-import time
+import sys
 from pathlib import Path
+
+from rcea.progress import Progress
 
 
 def warm_start(base_dir: Path, out_dir: Path, cfg, progress: bool = True) -> Path:
@@ -39,7 +41,7 @@ def warm_start(base_dir: Path, out_dir: Path, cfg, progress: bool = True) -> Pat
     gen = torch.Generator().manual_seed(cfg["toy.seed"])
     pad = tok.pad_token_id
     model.train()
-    t0 = time.time()
+    shown = Progress("warm start", steps, stream=sys.stdout) if progress else None
     for step in range(steps):
         idx = torch.randint(len(rows), (batch,), generator=gen).tolist()
         seqs = [rows[i][0] + rows[i][1] for i in idx]
@@ -58,10 +60,8 @@ def warm_start(base_dir: Path, out_dir: Path, cfg, progress: bool = True) -> Pat
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        if progress and (step % 100 == 0 or step == steps - 1):
-            print(f"[warm start] step {step + 1}/{steps} loss {loss.item():.3f} "
-                  f"({time.time() - t0:.0f}s, ~{(time.time() - t0) / (step + 1) * (steps - step - 1):.0f}s left)",
-                  flush=True)
+        if shown is not None:
+            shown.update(step + 1, f"loss {loss.item():.3f}")
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)

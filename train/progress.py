@@ -1,9 +1,10 @@
 """One progress line per logged step: step, reward, entropy, step time and time left.
 
-    [train] step 120/4000 (3.0%) reward 0.412 entropy 0.523 | 18.2 s/step, 19h 37m left
+    [train] step 120/4000 (3.0%) reward 0.412 entropy 0.523 | 18.2 s/step, ~19h 37m left
 
 Time left is (max_steps - step) x the mean wall time per step since this process started training (a
-resumed run counts only its own steps, so a restart does not look infinitely fast).
+resumed run counts only its own steps, so a restart does not look infinitely fast). Durations in
+`rcea.progress.duration`'s one format; the Trainer's own dict print is removed (`quiet_trainer`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,7 @@ from typing import Callable
 
 from transformers import TrainerCallback
 
-
-def hms(seconds: float) -> str:
-    """'1h 05m', '4m 10s', '12s'."""
-    s = int(round(max(seconds, 0)))
-    h, m = divmod(s // 60, 60)
-    return f"{h}h {m:02d}m" if h else (f"{m}m {s % 60:02d}s" if m else f"{s}s")
+from rcea.progress import duration
 
 
 def progress_line(step: int, max_steps: int, logs: dict, seconds_per_step: float | None) -> str:
@@ -28,7 +24,7 @@ def progress_line(step: int, max_steps: int, logs: dict, seconds_per_step: float
             parts.append(f"{key} {float(logs[key]):.3f}")
     line = " ".join(parts)
     if seconds_per_step is not None:
-        line += f" | {seconds_per_step:.1f} s/step, {hms((max_steps - step) * seconds_per_step)} left"
+        line += f" | {seconds_per_step:.1f} s/step, ~{duration((max_steps - step) * seconds_per_step)} left"
     return line
 
 
@@ -50,3 +46,12 @@ class ProgressLine(TrainerCallback):
         done = state.global_step - self._step0
         rate = (self.clock() - self._t0) / done if done > 0 else None
         self.log(progress_line(state.global_step, state.max_steps, logs, rate))
+
+
+def quiet_trainer(trainer) -> None:
+    """Leave the step output to `ProgressLine`: drop the Trainer's own printer of the raw log dict
+    (added when tqdm is disabled) and its tqdm bar (added otherwise)."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)

@@ -251,7 +251,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
     # Imported only now: Transformers and TRL take tens of CPU seconds to import, which a reused run skips.
     from train.monitor import StepLogger, read_steps, truncate_steps
     from train.objectives import settings_for
-    from train.progress import ProgressLine
+    from train.progress import ProgressLine, quiet_trainer
     from train.trainer import ObjectiveGRPOTrainer
 
     truncate_steps(steps_path, int(start.name.split("-")[-1]) if start else 0)
@@ -270,6 +270,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
                    ProgressLine(log), *callbacks],
         objective=cfg.method, objective_settings=settings_for(cfg), refill_seed=cfg["train.seed"],
     )
+    quiet_trainer(trainer)  # one line per step: the [train] line, not also the Trainer's raw dict
     _mark_checkpoints_complete(trainer, cfg)
     if start is not None:
         trainer.load_objective_state(start)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from rcea.paths import project_root
+from rcea.progress import duration
 from rcea.units import digest
 
 SCHEMA = """
@@ -128,7 +129,7 @@ class Progress:
             if not total:
                 continue
             left = self.left_s(role)
-            eta = "" if left is None or self.done[role] + self.failed[role] == total else f", ~{_dur(left)} left"
+            eta = "" if left is None or self.done[role] + self.failed[role] == total else f", ~{duration(left)} left"
             fail = f", {self.failed[role]} failed" if self.failed[role] else ""
             parts.append(f"{role} {self.done[role]}/{total} done, {self.running[role]} running{fail}{eta}")
         return f"[{self.label}] " + "; ".join(parts)
@@ -139,7 +140,3 @@ class Progress:
         if line != self.last and (finished != self.last_finished or time.monotonic() - self.last_t > 5):
             print(line, file=self.stream, flush=True)
             self.last, self.last_t, self.last_finished = line, time.monotonic(), finished
-
-
-def _dur(s: float) -> str:
-    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from rcea.progress import duration
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -126,7 +128,7 @@ def run_side_by_side(c, units, log_dir: Path, jobs: int = 2) -> None:
             code = slot.proc.returncode
             notes = [ln for ln in _read_from(slot.log, slot.start_offset).splitlines() if ln.startswith("[train]")]
             status = "done" if code == 0 else f"FAILED (exit {code})"
-            print(f"  {status} in {time.monotonic() - slot.t0:.0f}s: {sh(slot.argv)}"
+            print(f"  {status} in {duration(time.monotonic() - slot.t0)}: {sh(slot.argv)}"
                   + "".join(f"\n    {ln}" for ln in notes[-2:]), flush=True)
             if code != 0:
                 failed.append(slot)

@@ -28,6 +28,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from rcea.ops import commands as cmd
+from rcea.progress import duration
 from rcea.ops.shell import ROOT, is_dry, run_all, run_side_by_side
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
@@ -136,8 +137,8 @@ def executor(engine: str, scale: str, methods, address: str | None = None):
 def banner(i: int, stages: list[Stage], spent: float) -> str:
     """`=== [i/n] title  (+elapsed, ~left)`: time left scales the remaining weights by the pace so far."""
     done = sum(s.weight for s in stages[: i - 1])
-    left = f", ~{spent / done * sum(s.weight for s in stages[i - 1:]):.0f}s left" if done and spent > 1 else ""
-    return f"\n=== [{i}/{len(stages)}] {stages[i - 1].title}  (+{spent:.0f}s{left})"
+    left = f", ~{duration(spent / done * sum(s.weight for s in stages[i - 1:]))} left" if done and spent > 1 else ""
+    return f"\n=== [{i}/{len(stages)}] {stages[i - 1].title}  (+{duration(spent)}{left})"
 
 
 def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = None) -> float:

@@ -38,7 +38,7 @@ def test_progress_counts_and_time_left():
     assert p.line() == "[study:ray] train 0/4 done, 2 running"
     p.finish("train", True, seconds=60.0)
     # mean 60 s per unit, 3 left, two ran side by side: 90 s
-    assert p.line() == "[study:ray] train 1/4 done, 1 running, ~90s left"
+    assert p.line() == "[study:ray] train 1/4 done, 1 running, ~1m 30s left"
     p.finish("train", False)
     p.start("train", 2)
     p.finish("train", True, seconds=120.0, n=2)
