@@ -152,8 +152,10 @@ def aggregate(c, scale="tiny", skip_bad_parts=False):
     "address": "Ray head HOST:PORT for --engine ray (default: start a local Ray)",
     "override": "config override key=value for every stage (repeatable)"})
 def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="local", address="", override=None):
-    """The whole study at one scale, stage by stage, resumable: prepare, train (each run enqueues its
-    measurements), workers, judge, modes, audit sample, aggregate, results/<scale>/ on the host."""
+    """The whole study at one scale, stage by stage; a rerun skips what is complete.
+
+    Stages: prepare, train (each run enqueues its measurements), workers, judge, modes, audit sample,
+    aggregate, results/<scale>/ on the host."""
     stages = st.study_stages(choice("scale", scale, SCALES), parse_methods(methods),
                              check_workers(num_workers, scale))
     execute = st.executor(engine, scale, parse_methods(methods), address)
@@ -201,8 +203,9 @@ def test(c, args=""):
 @task(help={"method": H_METHOD, "seeds": "comma-separated training seeds (at least two)",
             "questions": "held-out toy questions to measure on", "k": "samples per question"})
 def seeds(c, method="grpo", seeds="1,2,3", questions=200, k=8):
-    """Run-to-run noise at the tiny scale: train one objective from the warm start with several seeds and
-    compare held-out sampled accuracy with the warm start's (writes data/results/tiny/seeds-<method>.md)."""
+    """Run-to-run noise at the tiny scale: one objective trained from the warm start with several seeds.
+
+    Compares held-out sampled accuracy with the warm start's (writes data/results/tiny/seeds-<method>.md)."""
     choice("method", method, METHODS)
     run_all(c, [local_command("train.seeds", ["--method", method, "--seeds", seeds, "--questions", str(questions),
                                               "--k", str(k)])])

@@ -355,6 +355,8 @@ def test_every_task_and_option_has_help():
         assert (t.__doc__ or "").strip(), f"task {name} has no docstring"
         for arg in t.get_arguments():
             assert arg.help, f"invoke {name} --{arg.name.replace('_', '-')} has no help text"
+        first = t.__doc__.strip().splitlines()[0]  # what `invoke --list` shows: a whole sentence
+        assert first.endswith((".", ".)")), f"invoke --list cuts the help of {name} mid-sentence: {first!r}"
 
 
 def test_local_command_runs_each_module_in_its_own_environment():
@@ -428,3 +430,19 @@ def test_the_literal_invoke_command_works_after_sourcing_scripts_activate():
     assert r.returncode == 0, r.stderr
     assert re.sub(r"\x1b\[[0-9;]*m", "", r.stdout).strip() == \
         "docker compose run --rm train python -m train --method kl_cov --scale 3b"
+
+
+def test_scripts_run_bootstraps_quietly_when_environments_are_current():
+    """`scripts/run` calls `scripts/bootstrap -q`: nothing printed for a current environment (a plain
+    `scripts/bootstrap` still says it is current)."""
+    import hashlib
+
+    env = ROOT / ".envs" / "aggregate"
+    want = hashlib.sha256((ROOT / "lockfiles" / "aggregate.txt").read_bytes()).hexdigest()
+    if not (env / ".lock-sha256").exists() or (env / ".lock-sha256").read_text().strip() != want:
+        pytest.skip("the aggregate environment is not built from the current lockfile here")
+    quiet = subprocess.run(["scripts/bootstrap", "-q", "aggregate"], cwd=ROOT, capture_output=True, text=True)
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
+    loud = subprocess.run(["scripts/bootstrap", "aggregate"], cwd=ROOT, capture_output=True, text=True)
+    assert loud.stdout == "bootstrap: aggregate environment is current\n"
+    assert '"$ROOT/scripts/bootstrap" -q' in (ROOT / "scripts" / "run").read_text()
