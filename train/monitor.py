@@ -14,6 +14,11 @@ STEP_FIELDS = (
     "cov_selected_frac", "clip_ratio/low", "clip_ratio/high", "clip_ratio/region", "step_time", "loss",
 )
 
+# The sampler-vs-trainer log-prob gap of every vLLM rollout, under TRL's names (TRL logs them itself only with its
+# importance-sampling correction on; train/trainer.py otherwise): mean and max over completion tokens of
+# |log p_vLLM - log p_policy| in nats. Near 0 when vLLM samples from the policy being trained.
+GAP_MEAN, GAP_MAX = "sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max"
+
 
 def read_steps(path: str | Path) -> list[dict]:
     """The step lines of a run's log; a last line torn by a kill mid-write is dropped."""

@@ -1,6 +1,9 @@
-"""One progress line per logged step: step, reward, entropy, step time and time left.
+"""One progress line per logged step: step, reward, entropy, the vLLM sampler's log-prob gap, step time, time left.
 
-    [train] step 120/4000 (3.0%) reward 0.412 entropy 0.523 | 18.2 s/step, ~19h 37m left
+    [train] step 120/4000 (3.0%) reward 0.412 entropy 0.523 logp-gap 0.0123 | 18.2 s/step, ~19h 37m left
+
+logp-gap (runs that sample with vLLM) is the mean |log p_vLLM - log p_policy| over the rollout's tokens
+(train.monitor.GAP_MEAN): near 0 when the rollouts come from the weights being trained.
 
 Time left is (max_steps - step) x the mean wall time per step since this process started training (a
 resumed run counts only its own steps, so a restart does not look infinitely fast). Durations in
@@ -15,6 +18,7 @@ from typing import Callable
 from transformers import TrainerCallback
 
 from rcea.progress import duration
+from train.monitor import GAP_MEAN
 
 
 def progress_line(step: int, max_steps: int, logs: dict, seconds_per_step: float | None) -> str:
@@ -22,6 +26,8 @@ def progress_line(step: int, max_steps: int, logs: dict, seconds_per_step: float
     for key in ("reward", "entropy"):
         if key in logs:
             parts.append(f"{key} {float(logs[key]):.3f}")
+    if GAP_MEAN in logs:
+        parts.append(f"logp-gap {float(logs[GAP_MEAN]):.4f}")
     line = " ".join(parts)
     if seconds_per_step is not None:
         line += f" | {seconds_per_step:.1f} s/step, ~{duration((max_steps - step) * seconds_per_step)} left"

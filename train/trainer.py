@@ -25,6 +25,8 @@ from trl.trainer.utils import use_adapter
 
 from rcea.layout import TRAINER_STATE
 from train.objectives import Normalisers, ObjectiveSettings, get, objective_loss, token_batch
+from train.monitor import GAP_MAX, GAP_MEAN
+from train.vllm_sync import use_policy_weights
 
 # sha256 of inspect.getsource of the TRL 0.29.0 methods this subclass overrides or relies on.
 TRL_VERSION = "0.29.0"
@@ -76,6 +78,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         self._last_rewards: torch.Tensor | None = None
         self._capture_entropy = False  # set while TRL computes rollout-time (old) log-probs
         self._captured: tuple | None = None
+        use_policy_weights(self)  # colocated sleep mode: rollouts from the policy, not the checkpoint
 
     # ---- rollout side (once per generation batch) -------------------------------------------------
 
@@ -189,6 +192,9 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         if freeze:
             self.initial_entropy = self.objective.initial_entropy(extra["old_entropy"], mask)
         old = out.get("old_per_token_logps", extra.get("old_logp"))
+        if out.get("sampling_per_token_logps") is not None and not self.vllm_importance_sampling_correction:
+            policy = old if old is not None else self._rollout_forward(out, False, True)["old_logp"]
+            self._log_sampling_gap(out["sampling_per_token_logps"], policy, mask)
         rollout = {
             "rewards": out["rcea_rewards"], "group_ids": self._group_ids(mask.size(0)), "mask": mask,
             "completion_ids": out["completion_ids"], "old_logp": old,
@@ -208,6 +214,14 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
             out["rcea_ref_logp"] = extra["ref_logp"]
         out["num_items_in_batch"] = (mask * keep.unsqueeze(1)).sum()  # TOK denominator of the whole batch
         return out
+
+    def _log_sampling_gap(self, sampled: torch.Tensor, policy: torch.Tensor, mask: torch.Tensor) -> None:
+        """|log p of the sampler (vLLM) - log p of the policy| on the rollout's tokens: near 0 when the engine
+        samples from the policy; as large as one update when it samples from stale weights (train/vllm_sync.py)."""
+        gap = (sampled - policy).abs()[mask > 0]
+        m = self._metrics["train" if self.model.training else "eval"]
+        m[GAP_MEAN].append(float(gap.mean()) if gap.numel() else 0.0)
+        m[GAP_MAX].append(float(gap.max()) if gap.numel() else 0.0)
 
     def _log_rollout_metrics(self, out: dict, mask: torch.Tensor, mode: str) -> None:
         lengths = mask.sum(-1)

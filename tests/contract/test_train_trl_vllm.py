@@ -88,3 +88,29 @@ def test_vllm_011_lora_ranks_match_ours():
             pass
     assert tuple(accepted) == VLLM_LORA_RANKS["0.11"]
     assert "max_lora_rank" in inspect.signature(LoRAConfig).parameters
+
+
+def test_vllm_011_sleep_mode_is_what_the_rollout_fix_and_its_stand_in_assume():
+    """train/vllm_sync.py and tests/train/vllm_standin.py model vLLM 0.11's sleep mode: `reload_weights`
+    re-reads the checkpoint through the model loader, waking an awake engine is a no-op, the worker restores
+    its buffers on wake-up, and the offline LLM offers the calls TRL 0.29.0 makes. Read from the sources
+    (importing vllm.entrypoints needs packages the contract environment leaves out)."""
+    import importlib.util
+
+    root = Path(importlib.util.find_spec("vllm").origin).parent
+
+    def method(rel: str, cls: str, name: str) -> ast.FunctionDef:
+        tree = ast.parse((root / rel).read_text())
+        klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+        return next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+    reload_src = ast.unparse(method("v1/worker/gpu_model_runner.py", "GPUModelRunner", "reload_weights"))
+    assert "get_model_loader(self.load_config)" in reload_src and "load_weights(model" in reload_src
+    assert "self.model_runner.reload_weights()" in ast.unparse(method("v1/worker/gpu_worker.py", "Worker",
+                                                                      "reload_weights"))
+    assert "_sleep_saved_buffers" in ast.unparse(method("v1/worker/gpu_worker.py", "Worker", "wake_up"))
+    assert "if not self.is_sleeping:" in ast.unparse(method("executor/executor_base.py", "ExecutorBase", "wake_up"))
+    for name in ("sleep", "wake_up", "reset_prefix_cache", "chat", "generate"):
+        method("entrypoints/llm.py", "LLM", name)
+    rpc = method("entrypoints/llm.py", "LLM", "collective_rpc")
+    assert [a.arg for a in rpc.args.args] == ["self", "method", "timeout", "args", "kwargs"]

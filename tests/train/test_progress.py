@@ -59,3 +59,10 @@ def test_a_logged_step_prints_the_train_line_only(tmp_path, capsys):
     trainer.log({"reward": 0.25, "loss": 1.0})
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1 and out[0].startswith("[train] step 1/10 (10.0%) reward 0.250"), out
+
+
+def test_line_shows_the_sampler_gap_when_vllm_sampled():
+    from train.monitor import GAP_MEAN
+
+    line = progress_line(3, 10, {"reward": 0.5, "entropy": 1.0, GAP_MEAN: 0.01234}, None)
+    assert line == "[train] step 3/10 (30.0%) reward 0.500 entropy 1.000 logp-gap 0.0123"
