@@ -8,11 +8,9 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-# Fields every step line carries (TRL's own names where TRL logs them).
-STEP_FIELDS = (
-    "reward", "entropy", "response_length", "boxed_rate", "truncation_rate", "frac_nonzero_var",
-    "cov_selected_frac", "clip_ratio/low", "clip_ratio/high", "clip_ratio/region", "step_time", "loss",
-)
+# Fields every step line carries (TRL's own names where TRL logs them); besides these, each line carries its
+# objective's own metrics (train.objectives registry: `metrics`, e.g. clip ratios only where there is a clip).
+STEP_FIELDS = ("reward", "entropy", "response_length", "boxed_rate", "truncation_rate", "step_time", "loss")
 
 # The sampler-vs-trainer log-prob gap of every vLLM rollout, under TRL's names (TRL logs them itself only with its
 # importance-sampling correction on; train/trainer.py otherwise): mean and max over completion tokens of

@@ -202,6 +202,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         }
         prep = self.objective.prepare(rollout, self.settings)
         mode = "train" if self.model.training else "eval"
+        self.objective.check_metrics(prep.get("metrics", {}))
         for k, v in prep.pop("metrics", {}).items():
             self._metrics[mode][k].append(v)
         self._log_rollout_metrics(out, mask, mode)
@@ -259,9 +260,8 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         m = self._metrics[mode]
         n = mask.sum().clamp(min=1.0)
         m["entropy"].append(float((entropies * mask).sum() / n))
-        for key in ("clip_ratio/low", "clip_ratio/high", "clip_ratio/region", "cov_selected_frac"):
-            m[key].append(float(metrics.pop(key, 0.0)))
-        for key, value in metrics.items():
+        self.objective.check_metrics(metrics)
+        for key, value in metrics.items():  # the objective's own names only (registry: metrics=...)
             m[key].append(float(value))
         return loss
 

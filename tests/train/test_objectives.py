@@ -35,6 +35,21 @@ def test_worked_example_losses(oracle, name, settings, expected):
     assert float(loss) == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.parametrize("name,settings", [(n, s) for n, s, _ in ORACLES])
+def test_each_objective_reports_exactly_its_declared_metrics(oracle, name, settings):
+    """Issue 23 item 6: an objective owns its metric names; nothing pads another objective's (KL-Cov has no clip,
+    so no clip ratios; GRPO selects no covariance tokens)."""
+    _, metrics = batch_loss(name, oracle, **settings)
+    assert set(metrics) == set(get(name).metrics)
+    has_clip = name != "kl_cov"
+    assert ("clip_ratio/low" in metrics) == has_clip and ("cov_selected_frac" in metrics) == (name in ("kl_cov", "clip_cov"))
+
+
+def test_an_undeclared_metric_is_refused():
+    with pytest.raises(ValueError, match=r"kl_cov reports undeclared metrics \['clip_ratio/low'\]"):
+        get("kl_cov").check_metrics({"cov_selected_frac": 0.1, "clip_ratio/low": 0.0})
+
+
 def test_registry_lists_valid_names():
     assert set(NAMES) == {"grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer"}
     with pytest.raises(KeyError, match="valid: grpo, dapo"):

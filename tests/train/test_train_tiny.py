@@ -10,7 +10,7 @@ from transformers import TrainerCallback
 
 from rcea.config import load_config
 from train.monitor import STEP_FIELDS, read_steps
-from train.objectives import NAMES
+from train.objectives import NAMES, get
 from train.run import TrainSetupError, run_training
 
 # The untrained tiny base (no warm start): the synthetic reward needs no skill, and the 1200-step warm
@@ -60,8 +60,9 @@ def test_each_objective_trains_logs_and_checkpoints(method, tmp_path):
     rows = read_steps(summary["steps_log"])
     assert [r["step"] for r in rows] == [1, 2, 3]
     for r in rows:
-        missing = [f for f in STEP_FIELDS if f not in r]
+        missing = [f for f in STEP_FIELDS + get(method).metrics if f not in r]
         assert not missing, f"{method}: step {r['step']} lacks {missing}"
+        assert method != "kl_cov" or not any(k.startswith("clip_ratio") for k in r), r  # KL-Cov has no clip
     if method == "kl_cov":  # top-k always selects at least one token
         assert all(r["cov_selected_frac"] > 0 for r in rows)
     if method == "dapo":  # dynamic sampling refilled every rollout with mixed groups only

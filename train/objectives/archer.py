@@ -17,8 +17,7 @@ import torch
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
 from train.objectives.settings import ObjectiveSettings
-from train.objectives.common import mixed_groups, ppo_clip_loss
-from train.objectives.grpo import standard_prepare
+from train.objectives.common import CLIP_METRICS, STANDARD_METRICS, mixed_groups, ppo_clip_loss, standard_prepare
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,8 @@ def low_var_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.exp(x) - x - 1, -10, 10)
 
 
-@register("archer", ArcherSettings, prepare, needs_ref=True)
+@register("archer", ArcherSettings, prepare, needs_ref=True,
+          metrics=STANDARD_METRICS + CLIP_METRICS + ("archer/high_entropy_frac", "archer/kl_low"))
 def token_loss(tb: TokenBatch, s: ArcherSettings):
     mask, adv = tb.mask, tb.advantages
     adv_bt = adv.unsqueeze(1) if adv.dim() == 1 else adv

@@ -15,8 +15,7 @@ import torch
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
 from train.objectives.settings import ClippedSettings
-from train.objectives.common import clip_fractions, ppo_clip_loss
-from train.objectives.grpo import standard_prepare
+from train.objectives.common import CLIP_METRICS, STANDARD_METRICS, clip_fractions, ppo_clip_loss, standard_prepare
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,8 @@ def centred_cov(adv: torch.Tensor, logp: torch.Tensor, valid: torch.Tensor) -> t
     return (adv_bt - a_bar) * (lp - l_bar) * valid
 
 
-@register("clip_cov", ClipCovSettings, prepare)
+@register("clip_cov", ClipCovSettings, prepare,
+          metrics=STANDARD_METRICS + CLIP_METRICS + ("cov_selected_frac", "clip_cov/candidates"))
 def token_loss(tb: TokenBatch, s: ClipCovSettings):
     mask, adv = tb.mask, tb.advantages
     log_ratio = tb.logp - tb.old_logp  # (B, T)

@@ -1,4 +1,4 @@
-"""Pieces shared by every objective: group advantages, the PPO clip term, aggregation.
+"""Pieces shared by every objective: group advantages and the standard prepare, the PPO clip term, aggregation.
 
 Shapes: B completions, T completion positions. Log-probs and entropies in nats. `mask` is float (B, T),
 1 for a generated token that enters the loss.
@@ -6,10 +6,18 @@ Shapes: B completions, T completion positions. Log-probs and entropies in nats. 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from train.objectives.settings import ObjectiveSettings
 
 ADV_SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo")
+# Metric names the shared pieces report; each objective declares the full list of its own (registry.register).
+STANDARD_METRICS = ("frac_nonzero_var",)  # standard_prepare
+CLIP_METRICS = ("clip_ratio/low", "clip_ratio/high", "clip_ratio/region")  # clip_fractions
 
 
 def group_index(group_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -50,6 +58,18 @@ def mixed_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor
     """(B,) bool: the row's group has non-zero reward variance (0 < #correct < G for 0/1 rewards)."""
     _, std, _ = group_stats(rewards.float(), group_ids)
     return std > 0
+
+
+def standard_prepare(rollout: dict, s: "ObjectiveSettings", rewards: torch.Tensor | None = None) -> dict:
+    """Group advantages (B,) on `rewards` (default the verifier reward); every row kept."""
+    r = rollout["rewards"] if rewards is None else rewards
+    adv = group_advantages(r, rollout["group_ids"], s.scale_rewards, s.adv_eps).to(rollout["mask"].dtype)
+    mixed = mixed_groups(rollout["rewards"], rollout["group_ids"])
+    return {
+        "advantages": adv,
+        "keep": torch.ones_like(adv, dtype=torch.bool),
+        "metrics": {"frac_nonzero_var": float(mixed.float().mean())},
+    }
 
 
 def ppo_clip_loss(

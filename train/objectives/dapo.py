@@ -13,7 +13,8 @@ from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
 from train.objectives.settings import ClippedSettings
 from train.objectives.common import completion_lengths, mixed_groups, overlong_penalty
-from train.objectives.grpo import standard_prepare, token_loss as grpo_token_loss
+from train.objectives.common import CLIP_METRICS, STANDARD_METRICS, standard_prepare
+from train.objectives.grpo import token_loss as grpo_token_loss
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ def prepare(rollout: dict, s: DAPOSettings) -> dict:
     return out
 
 
-@register("dapo", DAPOSettings, prepare, filters_groups=True)
+@register("dapo", DAPOSettings, prepare, filters_groups=True,
+          metrics=STANDARD_METRICS + ("dapo/frac_kept", "dapo/overlong_penalty_mean") + CLIP_METRICS)
 def token_loss(tb: TokenBatch, s: DAPOSettings):
     return grpo_token_loss(tb, s)

@@ -20,8 +20,8 @@ import torch
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
 from train.objectives.settings import ClippedSettings
-from train.objectives.common import group_index
-from train.objectives.grpo import standard_prepare, token_loss as grpo_token_loss
+from train.objectives.common import CLIP_METRICS, STANDARD_METRICS, group_index, standard_prepare
+from train.objectives.grpo import token_loss as grpo_token_loss
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ def prepare(rollout: dict, s: EPGRPOSettings) -> dict:
     return out
 
 
-@register("ep_grpo", EPGRPOSettings, prepare, needs_ref=True, needs_rollout_entropy=True)
+@register("ep_grpo", EPGRPOSettings, prepare, needs_ref=True, needs_rollout_entropy=True,
+          metrics=STANDARD_METRICS + ("ep_grpo/process_abs_mean",) + CLIP_METRICS)
 def token_loss(tb: TokenBatch, s: EPGRPOSettings):
     return grpo_token_loss(tb, s)

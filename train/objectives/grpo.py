@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
-from train.objectives.settings import ClippedSettings, ObjectiveSettings
-from train.objectives.common import clip_fractions, group_advantages, mixed_groups, ppo_clip_loss
+from train.objectives.settings import ClippedSettings
+from train.objectives.common import CLIP_METRICS, STANDARD_METRICS, clip_fractions, ppo_clip_loss, standard_prepare
 
 
 @dataclass(frozen=True)
@@ -21,23 +19,11 @@ class GRPOSettings(ClippedSettings):
     """GRPO: the PPO clip and the group advantage, nothing else."""
 
 
-def standard_prepare(rollout: dict, s: ObjectiveSettings, rewards: torch.Tensor | None = None) -> dict:
-    """Group advantages (B,) on `rewards` (default the verifier reward); every row kept."""
-    r = rollout["rewards"] if rewards is None else rewards
-    adv = group_advantages(r, rollout["group_ids"], s.scale_rewards, s.adv_eps).to(rollout["mask"].dtype)
-    mixed = mixed_groups(rollout["rewards"], rollout["group_ids"])
-    return {
-        "advantages": adv,
-        "keep": torch.ones_like(adv, dtype=torch.bool),
-        "metrics": {"frac_nonzero_var": float(mixed.float().mean())},
-    }
-
-
 def prepare(rollout: dict, s: GRPOSettings) -> dict:
     return standard_prepare(rollout, s)
 
 
-@register("grpo", GRPOSettings, prepare)
+@register("grpo", GRPOSettings, prepare, metrics=STANDARD_METRICS + CLIP_METRICS)
 def token_loss(tb: TokenBatch, s: ClippedSettings):
     log_ratio = tb.logp - tb.old_logp  # (B, T)
     per_token, _, _ = ppo_clip_loss(log_ratio, tb.advantages, s.epsilon, s.epsilon_high)

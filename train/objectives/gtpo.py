@@ -22,8 +22,8 @@ import torch
 from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
 from train.objectives.settings import ClippedSettings
-from train.objectives.common import LOSS_TYPES, clip_fractions, ppo_clip_loss
-from train.objectives.grpo import standard_prepare
+from train.objectives.common import (CLIP_METRICS, LOSS_TYPES, STANDARD_METRICS, clip_fractions, ppo_clip_loss,
+                                     standard_prepare)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,8 @@ def prepare(rollout: dict, s: GTPOSettings) -> dict:
     return out
 
 
-@register("gtpo", GTPOSettings, prepare, initial_entropy=mean_completion_entropy)
+@register("gtpo", GTPOSettings, prepare, initial_entropy=mean_completion_entropy,
+          metrics=STANDARD_METRICS + ("gtpo/conflict_token_frac",) + CLIP_METRICS + ("gtpo/delta_mean", "gtpo/initial_entropy"))
 def token_loss(tb: TokenBatch, s: GTPOSettings):
     mask = tb.mask
     ent = tb.entropy.detach()

@@ -16,7 +16,7 @@ from train.objectives.loss import TokenBatch
 from train.objectives.registry import register
 from train.objectives.settings import ObjectiveSettings
 from train.objectives.clip_cov import centred_cov
-from train.objectives.grpo import standard_prepare
+from train.objectives.common import STANDARD_METRICS, standard_prepare
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def prepare(rollout: dict, s: KLCovSettings) -> dict:
     return standard_prepare(rollout, s)
 
 
-@register("kl_cov", KLCovSettings, prepare)
+@register("kl_cov", KLCovSettings, prepare, metrics=STANDARD_METRICS + ("cov_selected_frac",))
 def token_loss(tb: TokenBatch, s: KLCovSettings):
     mask, adv = tb.mask, tb.advantages
     adv_bt = adv.unsqueeze(1) if adv.dim() == 1 else adv

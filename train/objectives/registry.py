@@ -5,6 +5,8 @@ must compute for it:
   settings: the method's typed, frozen record (train/objectives/settings.py), `s` below;
   prepare(rollout: dict, s) -> dict    once per rollout: advantages, row `keep`, extras, metrics;
   token_loss(tb: TokenBatch, s) -> (per_token (B, T), extra scalar, metrics)   per micro-batch;
+  metrics: the names of the metrics its prepare and token_loss report (and no others): the trainer logs
+  exactly these, so a step line never carries a metric the objective does not compute;
   initial_entropy: None, or the statistic of the first training rollout the objective freezes (GTPO's
   H_ini = mean completion entropy); the trainer and `batch_loss` both fill `TokenBatch.initial_entropy`
   from it, so no caller branches on a method name.
@@ -32,6 +34,14 @@ class Objective:
     needs_rollout_entropy: bool = False  # rollout-policy entropies at rollout time
     filters_groups: bool = False  # may drop zero-variance groups (trainer refills)
     initial_entropy: Callable[[torch.Tensor, torch.Tensor], float] | None = None  # (entropy, mask) -> nats
+    metrics: tuple[str, ...] = ()  # what prepare and token_loss report
+
+    def check_metrics(self, reported) -> None:
+        """A metric the objective reports but does not declare is a bug in the objective: say which."""
+        unknown = set(reported) - set(self.metrics)
+        if unknown:
+            raise ValueError(f"objective {self.name} reports undeclared metrics {sorted(unknown)}; add them to "
+                             "its register(..., metrics=...)")
 
     @property
     def needs_initial_entropy(self) -> bool:
