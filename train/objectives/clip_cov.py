@@ -40,7 +40,7 @@ def centred_cov(adv: torch.Tensor, logp: torch.Tensor, valid: torch.Tensor) -> t
 
 
 @register("clip_cov", ClipCovSettings, prepare,
-          metrics=STANDARD_METRICS + CLIP_METRICS + ("cov_selected_frac", "clip_cov/candidates"))
+          metrics=STANDARD_METRICS + CLIP_METRICS + ("cov_selected_frac", "clip_cov/candidates", "cov_mask_empty"))
 def token_loss(tb: TokenBatch, s: ClipCovSettings):
     mask, adv = tb.mask, tb.advantages
     log_ratio = tb.logp - tb.old_logp  # (B, T)

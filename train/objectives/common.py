@@ -6,12 +6,7 @@ Shapes: B completions, T completion positions. Log-probs and entropies in nats. 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
-
-if TYPE_CHECKING:
-    from train.objectives.settings import ObjectiveSettings
 
 ADV_SCALES = ("group", "batch", "none")
 LOSS_TYPES = ("grpo", "dapo")
@@ -60,8 +55,9 @@ def mixed_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor
     return std > 0
 
 
-def standard_prepare(rollout: dict, s: "ObjectiveSettings", rewards: torch.Tensor | None = None) -> dict:
-    """Group advantages (B,) on `rewards` (default the verifier reward); every row kept."""
+def standard_prepare(rollout: dict, s, rewards: torch.Tensor | None = None) -> dict:
+    """Group advantages (B,) on `rewards` (default the verifier reward); every row kept. `s`: the objective's
+    settings record (its scale_rewards and adv_eps; settings.py imports this module, so no type import here)."""
     r = rollout["rewards"] if rewards is None else rewards
     adv = group_advantages(r, rollout["group_ids"], s.scale_rewards, s.adv_eps).to(rollout["mask"].dtype)
     mixed = mixed_groups(rollout["rewards"], rollout["group_ids"])

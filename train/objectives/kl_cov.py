@@ -31,7 +31,7 @@ def prepare(rollout: dict, s: KLCovSettings) -> dict:
     return standard_prepare(rollout, s)
 
 
-@register("kl_cov", KLCovSettings, prepare, metrics=STANDARD_METRICS + ("cov_selected_frac",))
+@register("kl_cov", KLCovSettings, prepare, metrics=STANDARD_METRICS + ("cov_selected_frac", "cov_mask_empty"))
 def token_loss(tb: TokenBatch, s: KLCovSettings):
     mask, adv = tb.mask, tb.advantages
     adv_bt = adv.unsqueeze(1) if adv.dim() == 1 else adv
