@@ -78,7 +78,7 @@ class AggregateSettings:
     base_method: str = "base"
     """[schema] ``method`` value of the untrained policy."""
     steps_per_epoch: dict[str, int] = _setting("aggregate.steps_per_epoch")
-    """[R] raw steps in one epoch per scale; other scales use the largest step seen."""
+    """[S] raw steps in one epoch per scale (4,000 at 3B, 8,000 at 7B); other scales use the largest step seen."""
     smoothing_window: int = _setting("aggregate.smoothing_window")
     """[C] centred moving-average window for plotted traces (visual only)."""
     workers: int = _setting("aggregate.workers")
