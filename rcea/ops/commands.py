@@ -112,19 +112,24 @@ def enqueue_command(scale: str, method: str, what: str = "all") -> list[str]:
     return role_command("infer", ["enqueue", "--scale", scale, "--method", method, "--what", what], scale)
 
 
+WORKERS_GROUP = "infer-workers"  # compose.yaml: depends on infer-worker-0..7, follows the queue
+
+
 def worker_services(n: int) -> list[str]:
     return [f"infer-worker-{i}" for i in range(n)]
 
 
 def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = True, lease: float = 0) -> list[str]:
-    """Tiny: one local worker until the queue is empty. 3b/7b: workers 0..N-1 only (hosts with < 8 GPUs);
-    detached for `invoke workers`, attached in the study (which waits until every worker has exited)."""
+    """Tiny: one local worker until the queue is empty. 3b/7b: the `infer-workers` group of compose.yaml
+    (the eight workers, those at or above NUM_WORKERS exiting at once, and a follower of the queue):
+    detached for `invoke workers` (`docker compose logs -f infer-workers` follows it), attached in the study,
+    which returns when every worker and the follower have exited and stops them all if one fails."""
     if scale == "tiny":
         return local_command("infer", ["worker", "--scale", "tiny", "--until-empty",
                                        *(["--lease", f"{lease:g}"] if lease else [])])
     env = {"NUM_WORKERS": num_workers, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
-    return with_scale(scale, compose("--profile", "infer", "up", *(["-d"] if detach else []),
-                                     *worker_services(num_workers)), **env)
+    how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
+    return with_scale(scale, compose("--profile", "infer", "up", *how, WORKERS_GROUP), **env)
 
 
 def status_command(scale: str, check: bool = False) -> list[str]:

@@ -60,7 +60,15 @@ def require_compose(c, what: str, tiny_hint: str, gpu: bool = True):
                    f"or compose plugin (`docker compose version` / `docker info` failed).\n"
                    f"  Instead: {tiny_hint}\n"
                    f"  or {host} (check it with `invoke doctor{' --strict' if gpu else ''}`).", code=3)
-    write_env_file({"UID": str(os.getuid()), "GID": str(os.getgid())})
+    uid, gid = container_ids()
+    write_env_file({"UID": str(uid), "GID": str(gid)})
+
+
+def container_ids() -> tuple[int, int]:
+    """Who the containers run as: this user (bind mounts and the volume stay writable for them), or 1000:1000
+    for root (the images refuse UID 0; `invoke build` builds root's images for 1000:1000)."""
+    uid, gid = os.getuid(), os.getgid()
+    return (uid, gid) if uid != 0 else (1000, 1000)
 
 
 def write_env_file(values: dict, path: Path | None = None) -> Path:

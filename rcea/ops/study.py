@@ -21,6 +21,7 @@ rerun resumes where the last one stopped.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from invoke.exceptions import Exit
 
 from rcea.ops import commands as cmd
 from rcea.progress import duration
-from rcea.ops.shell import ROOT, is_dry, run_all, run_side_by_side
+from rcea.ops.shell import ROOT, container_ids, is_dry, run_all, run_side_by_side
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
 QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
@@ -145,7 +146,10 @@ def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = 
     """Run the stages in order, each through `execute(c, stage, log_dir)`; returns the seconds it took."""
     log_dir = log_dir or Path(cmd.data_root()) / "logs" / "study"
     if not is_dry(c):  # made here, as this user: Docker would create a missing bind-mount source as root
-        (ROOT / cmd.results_dir()).mkdir(parents=True, exist_ok=True)
+        results = ROOT / cmd.results_dir()
+        results.mkdir(parents=True, exist_ok=True)
+        if os.getuid() == 0 and any("docker" in argv for s in stages for argv in s.commands()):
+            os.chown(results, *container_ids())   # root's containers run as 1000:1000 (rcea.ops.shell)
     t0 = time.monotonic()
     for i, stage in enumerate(stages, 1):
         print(banner(i, stages, time.monotonic() - t0), flush=True)

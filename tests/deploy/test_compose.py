@@ -77,17 +77,22 @@ def test_no_device_request_has_both_count_and_device_ids(services):
 
 
 def test_train_and_judge_get_one_gpu_each(services):
-    for name in ("train", "judge"):
+    for name in ("train", "judge", "infer-gpu-check"):
         (req,) = gpu_requests(services[name])
         assert len(req["device_ids"]) == 1
 
 
-def test_workers_start_only_by_name_and_take_the_scale_from_the_caller(compose, services):
-    """No group service that starts all eight; no silent scale default (a worker refuses an empty one)."""
-    assert "infer-workers" not in services
-    assert not any(svc.get("depends_on") for svc in services.values())
+def test_the_workers_group_starts_all_eight_and_follows_the_queue(compose, services):
+    """`docker compose up infer-workers`: the eight workers (NUM_WORKERS decides which work), then a follower of
+    the queue; no silent scale default (a worker refuses an empty one)."""
+    group = services["infer-workers"]
+    assert group["profiles"] == ["infer"] and not gpu_requests(group)
+    assert group["depends_on"] == {w: {"condition": "service_started"} for w in WORKERS}
+    assert group["command"][:4] == ["python", "-m", "infer", "status"] and "--follow" in group["command"]
+    assert group["environment"]["NUM_WORKERS"] == "${NUM_WORKERS:-8}"
+    assert [n for n, svc in services.items() if svc.get("depends_on")] == ["infer-workers"]
     assert "RCEA_SCALE:-3b" not in (ROOT / "compose.yaml").read_text()
-    for name in WORKERS:
+    for name in [*WORKERS, "infer-workers"]:
         assert services[name]["environment"]["RCEA_SCALE"] == "${RCEA_SCALE:-}"
         assert "--scale" not in services[name]["command"]
 
@@ -168,11 +173,28 @@ def test_services_run_as_the_host_user_never_root(services):
 
 
 def test_judge_serves_vllm_with_a_health_check(services):
+    """The judge service starts vLLM's server through infer.judge_server (which reads the configuration for the
+    names, revision and seed: tests/infer/test_judge_server.py); its port 8000 stays on the project's network."""
     judge = services["judge"]
-    assert judge["command"][:2] == ["vllm", "serve"]
-    assert "8000" in judge["command"]
+    assert judge["command"] == ["python", "-m", "infer.judge_server"]
+    assert judge["environment"]["RCEA_SCALE"] == "${RCEA_SCALE:-}"
+    assert "ports" not in judge and judge["expose"] == ["8000"]
     check = " ".join(judge["healthcheck"]["test"])
     assert "localhost:8000/health" in check
+
+
+def test_the_infer_device_check_has_a_gpu(services):
+    (req,) = gpu_requests(services["infer-gpu-check"])
+    assert req["device_ids"] == ["${INFER_GPU:-0}"]
+    assert services["infer-gpu-check"]["command"] == ["python", "-m", "infer.gpu_check"]
+    assert not gpu_requests(services["infer-cli"])  # why README runs the check in infer-gpu-check
+
+
+def test_both_llm_keys_pass_into_infer_cli(services):
+    """The judge and codebook clients run in infer-cli; each key passes through from the host."""
+    env = services["infer-cli"]["environment"]
+    assert env["RCEA_JUDGE_API_KEY"] == "${RCEA_JUDGE_API_KEY:-}"
+    assert env["RCEA_CODEBOOK_API_KEY"] == "${RCEA_CODEBOOK_API_KEY:-}"
 
 
 def test_no_secret_value_is_written_into_compose(services):
@@ -184,5 +206,5 @@ def test_no_secret_value_is_written_into_compose(services):
 
 def test_invoke_names_only_services_that_exist(services):
     names = set(commands.SERVICE_OF.values()) | set(commands.BUILD_SERVICES.values())
-    names |= set(commands.worker_services(commands.MAX_WORKERS)) | {"judge"}
+    names |= set(commands.worker_services(commands.MAX_WORKERS)) | {"judge", commands.WORKERS_GROUP}
     assert names <= set(services)

@@ -52,14 +52,11 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("workers", {"scale": "tiny", "lease": 20.0},
      [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --lease 20"]),
     ("workers", {"scale": "3b", "num_workers": 2, "lease": 60.0},
-     ["env RCEA_SCALE=3b NUM_WORKERS=2 RCEA_LEASE_S=60 docker compose --profile infer up -d "
-      "infer-worker-0 infer-worker-1"]),
+     ["env RCEA_SCALE=3b NUM_WORKERS=2 RCEA_LEASE_S=60 docker compose --profile infer up -d infer-workers"]),
     ("workers", {"scale": "3b", "num_workers": 8},
-     ["env RCEA_SCALE=3b NUM_WORKERS=8 docker compose --profile infer up -d " +
-      " ".join(f"infer-worker-{i}" for i in range(8))]),
+     ["env RCEA_SCALE=3b NUM_WORKERS=8 docker compose --profile infer up -d infer-workers"]),
     ("workers", {"scale": "7b", "num_workers": 3},
-     ["env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up -d "
-      "infer-worker-0 infer-worker-1 infer-worker-2"]),
+     ["env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up -d infer-workers"]),
     ("status", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer status --scale tiny"]),
     ("status", {"scale": "7b"}, ["docker compose run --rm infer-cli python -m infer status --scale 7b"]),
     ("judge", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer.labels validity --scale tiny"]),
@@ -170,8 +167,8 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method grpo --what all",
         "docker compose run --rm train python -m train --method kl_cov --scale 7b",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method kl_cov --what all",
-        "env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up infer-worker-0 infer-worker-1 "
-        "infer-worker-2",
+        "env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up --attach-dependencies "
+        "--abort-on-container-failure infer-workers",
         "docker compose run --rm infer-cli python -m infer status --scale 7b --check",
         "env RCEA_SCALE=7b docker compose --profile judge up -d --wait judge",
         "docker compose run --rm infer-cli python -m infer.labels validity --scale 7b",
@@ -337,7 +334,8 @@ def test_real_scale_with_docker_writes_uid_gid_then_runs(monkeypatch):
                          "--output data/results/7b --scale 7b": Result("")})
     tasks.aggregate(c, scale="7b")
     c.run.assert_called_once()
-    assert written == {"UID": str(__import__("os").getuid()), "GID": str(__import__("os").getgid())}
+    uid, gid = shell.container_ids()   # this user, or 1000:1000 for root (test_root_runs_the_containers_as_1000)
+    assert written == {"UID": str(uid), "GID": str(gid)}
 
 
 def test_write_env_file_merges_and_keeps_other_keys(tmp_path):
@@ -377,7 +375,7 @@ def test_tasks_py_imports_no_heavy_or_role_package():
 def test_workers_default_to_num_workers_from_the_environment(capsys, dry, monkeypatch):
     monkeypatch.setenv("NUM_WORKERS", "2")
     assert dry_lines(capsys, tasks.workers, dry, scale="7b") == [
-        "env RCEA_SCALE=7b NUM_WORKERS=2 docker compose --profile infer up -d infer-worker-0 infer-worker-1"]
+        "env RCEA_SCALE=7b NUM_WORKERS=2 docker compose --profile infer up -d infer-workers"]
     monkeypatch.setenv("NUM_WORKERS", "twelve")
     with pytest.raises(Exit, match="valid choices: 1..8"):
         tasks.workers(dry, scale="7b")
@@ -446,3 +444,15 @@ def test_scripts_run_bootstraps_quietly_when_environments_are_current():
     loud = subprocess.run(["scripts/bootstrap", "aggregate"], cwd=ROOT, capture_output=True, text=True)
     assert loud.stdout == "bootstrap: aggregate environment is current\n"
     assert '"$ROOT/scripts/bootstrap" -q' in (ROOT / "scripts" / "run").read_text()
+
+
+def test_root_runs_the_containers_as_1000(monkeypatch):
+    """The images refuse UID 0 (and root's are built for 1000:1000): .env gets 1000:1000 for root, else the user."""
+    from rcea.ops import shell
+
+    monkeypatch.setattr(shell.os, "getuid", lambda: 0)
+    monkeypatch.setattr(shell.os, "getgid", lambda: 0)
+    assert shell.container_ids() == (1000, 1000)
+    monkeypatch.setattr(shell.os, "getuid", lambda: 1234)
+    monkeypatch.setattr(shell.os, "getgid", lambda: 99)
+    assert shell.container_ids() == (1234, 99)

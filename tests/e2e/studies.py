@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -47,54 +46,141 @@ def toml_value(v) -> str:
     return json.dumps(v) if isinstance(v, str) else repr(v)
 
 
-def rehearsal_overrides(port: int) -> list[str]:
-    """The 3b scale with what a CPU can run in its place (see test_rehearsal.py's docstring)."""
+def rehearsal_overrides() -> list[str]:
+    """The 3b scale with what a CPU can run in its place (see test_rehearsal.py's docstring). The judge and
+    codebook keep the configuration's endpoint (the judge service, http://judge:8000/v1) and model names."""
     tiny = tomllib.loads((ROOT / "configs" / "scales" / "tiny.toml").read_text())
     out = [f"{section}.{key}={toml_value(v)}" for section, table in tiny.items() for key, v in table.items()]
-    url = f"http://127.0.0.1:{port}/v1"  # the judge service's port 8000, moved to a free host port
     return out + [
         "train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
         f"eval.benchmarks={toml_value(['toy', *BENCHMARKS])}", "eval.questions_per_benchmark=2",
         # K = 8 samples per probe question (the tiny scale's): enough valid successes per question for mode
         # retention (m_min = 3) and both outcomes per question for the paired ratios
         "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=8", "passk.questions=6", "passk.n=4",
-        "aggregate.bootstrap_resamples=200",
-        "judge.labeller=llm", f"judge.base_url={json.dumps(url)}", f"codebook.base_url={json.dumps(url)}",
-        "judge.model=scripted", "codebook.model=scripted"]
+        "aggregate.bootstrap_resamples=200", "judge.labeller=llm"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+CPU_FILES = "compose.yaml:compose.cpu.yaml"
+JUDGE_WEIGHTS = "/workspace/data/models/tiny-toy-warm"   # the tiny policy, served under the configured names
+
+
+# Run in an infer-cli container (the project's network): what the judge service lists at /v1/models, and how
+# the project's own LLM client fares with each configured name and with one the server does not serve.
+ENDPOINT_CHECK = """
+import json, tempfile, urllib.request
+from rcea.config import load_config
+from infer.llm import LLMClient, LLMSettings, Request
+cfg = load_config("3b")
+listed = json.load(urllib.request.urlopen(cfg["judge.base_url"] + "/models", timeout=30))
+out = {"listed": sorted(m["id"] for m in listed["data"]), "asked": {}}
+for section, model in (("judge", None), ("codebook", None), ("codebook", "Not/Served")):
+    s = LLMSettings.from_config(cfg, section, model=model, progress=False, max_retries=0)
+    r = LLMClient(s, tempfile.mkdtemp())._call(Request([{"role": "user", "content": "1+1"}], {**s.params(), "max_tokens": 2}))
+    out["asked"][s.model] = r.error or "ok"
+print("ENDPOINTS " + json.dumps(out))
+"""
 
 
 @dataclass
 class Rehearsal:
     run: subprocess.CompletedProcess
-    pids: list[str]   # pid files the study left behind (its judge server must be stopped)
-    state: Path       # the docker double's state folder
-    results: Path     # RCEA_RESULTS on the host
-    volume: Path      # the data volume
+    project: str                  # the Compose project (its volume: <project>_data)
+    containers: list[dict]        # `docker inspect` of every container the project left (workers, judge, group)
+    events: list[dict]            # the daemon's container start events of the project (one-off runs included)
+    judge_log: str                # the judge server's output
+    endpoints: dict               # ENDPOINT_CHECK's answer, asked before the study (which then reuses the server)
+    results: Path                 # RCEA_RESULTS on the host
+    volume: Path                  # a copy of the data volume's infer/3b folder and its models' names
+    seconds: float                # wall time of the study
+
+
+def docker(*args, env=None, timeout=600, check=True, **kw) -> subprocess.CompletedProcess:
+    out = subprocess.run(["docker", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+    if check:
+        assert out.returncode == 0, f"docker {' '.join(args)}: {out.stdout[-3000:]}{out.stderr[-3000:]}"
+    return out
+
+
+def engine() -> None:
+    """scripts/engine (Docker Engine, Compose, the local bases), then `invoke build --cpu` (the CPU images of this
+    tree; Docker's layer cache keeps the lockfile layers, so a code change rebuilds only the copies)."""
+    if not (ROOT / "scripts" / "engine").exists():
+        import pytest
+        pytest.skip("the rehearsal needs scripts/engine and `invoke build --cpu` (issue 21 items 1-3)")
+    for argv in ([str(ROOT / "scripts" / "engine")], [str(ROOT / "scripts" / "run"), "build", "--cpu"]):
+        out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def rehearsal_env(project: str, results: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
+        "RCEA_DATA", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS", "JUDGE_MODEL", "JUDGE_ARGS", "UID", "GID")}
+    return dict(env, COMPOSE_FILE=CPU_FILES, COMPOSE_PROJECT_NAME=project, RCEA_RESULTS=str(results),
+                JUDGE_MODEL=JUDGE_WEIGHTS, UID="1000", GID="1000")   # what Invoke writes into .env for root
+
+
+def seed_models(models: Path, env: dict) -> None:
+    """The demo's tiny models into the project's data volume, as a model cache would be on a GPU host."""
+    docker("compose", "run", "--rm", "--no-deps", "--user", "0", "-v", f"{models}:/seed:ro", "aggregate", "sh", "-c",
+           "mkdir -p data/models && cp -a /seed/. data/models/ && chown -R 1000:1000 data/models", env=env)
+
+
+def copy_out(env: dict, dest: Path, *paths: str) -> None:
+    """Folders of the data volume (relative to it) to `dest`, through a container of the project."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = subprocess.run(["docker", "compose", "run", "--rm", "--no-deps", "-T", "aggregate", "tar", "-C", "data",
+                          "--ignore-failed-read", "-cf", "-", *paths], cwd=ROOT, env=env, capture_output=True,
+                         timeout=600)   # what exists: a failed study's checks then say what is missing
+    subprocess.run(["tar", "-C", str(dest), "-xf", "-"], input=out.stdout, check=True, timeout=600)
 
 
 def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehearsal:
-    """`invoke study --scale 3b` through compose.yaml and the docker double, with `models` as the model cache."""
-    state, results = tmp_path / "docker", tmp_path / "results"
-    volume = state / "volumes" / "rcea_data"
-    shutil.copytree(models, volume / "models")  # the model cache
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
-        "RCEA_DATA", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS")}  # the study decides these
-    env.update(PATH=f"{ROOT}/tests/deploy/fake_docker{os.pathsep}{env['PATH']}", FAKE_DOCKER_STATE=str(state),
-               FAKE_DOCKER_STANDINS=str(ROOT / "tests" / "deploy" / "fake_docker" / "standins"),
-               FAKE_DOCKER_PORTS=f"8000={port}", RCEA_RESULTS=str(results))
+    """`invoke study --scale 3b` through the real `docker compose` with compose.yaml and compose.cpu.yaml, with
+    `models` copied into the data volume as the model cache. Everything the project made is removed after."""
+    import time
+
+    engine()
+    project, results = f"rcea-rehearsal-{os.getpid()}", tmp_path / "results"
+    env = rehearsal_env(project, results)
+    results.mkdir()
+    os.chown(results, 1000, 1000)   # the aggregate container (uid 1000) writes results/3b there
+    overrides = [*rehearsal_overrides(), *extra_overrides]
     cmd = [str(ROOT / "scripts" / "run"), "study", "--scale", "3b", "--methods", "grpo", "--num-workers", "2"]
-    for o in [*rehearsal_overrides(port), *extra_overrides]:
+    for o in overrides:
         cmd += ["--override", o]
+    log_out, log_err, log_events = tmp_path / "study.out", tmp_path / "study.err", tmp_path / "events.jsonl"
+    # the daemon's container starts of this project as they happen (`--since` replays only its last 256 events)
+    with log_events.open("w") as fev:
+        watch = subprocess.Popen(["docker", "events", "--format", "{{json .}}", "--filter", "type=container",
+                                  "--filter", "event=start", "--filter", f"label=com.docker.compose.project={project}"],
+                                 stdout=fev, stderr=subprocess.DEVNULL)
     try:
-        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-        pids = sorted(p.name for p in (state / "pids").glob("*.pid"))  # what the study left running
-    finally:  # a failed study must not leave the judge server behind
-        subprocess.run(["docker", "compose", "down"], cwd=ROOT, env=env, capture_output=True, timeout=120)
-    return Rehearsal(run, pids, state, results, volume)
+        seed_models(models, env)
+        t0 = time.monotonic()
+        # The judge server first, with the study's settings (the study's `up --wait judge` then finds it running
+        # and healthy), so the endpoint check costs no second start; it starts while the study trains.
+        study_env = dict(env, RCEA_SCALE="3b", RCEA_OVERRIDES=";".join(overrides))
+        judge = subprocess.Popen(["docker", "compose", "--profile", "judge", "up", "-d", "--wait", "judge"], cwd=ROOT,
+                                 env=study_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with log_out.open("w") as fo, log_err.open("w") as fe:
+            study = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fo, stderr=fe, text=True)
+        judge_up = judge.communicate(timeout=1800)[0]
+        check = docker("compose", "run", "--rm", "--no-deps", "-T", "infer-cli", "python", "-c", ENDPOINT_CHECK,
+                       env=study_env, check=False)
+        line = [ln for ln in check.stdout.splitlines() if ln.startswith("ENDPOINTS ")]
+        endpoints = json.loads(line[0].split(" ", 1)[1]) if line else {"error": judge_up + check.stdout + check.stderr}
+        study.wait(timeout=1800)
+        run = subprocess.CompletedProcess(cmd, study.returncode, log_out.read_text(), log_err.read_text())
+        took = time.monotonic() - t0
+        ids = docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={project}").stdout.split()
+        containers = json.loads(docker("inspect", *ids).stdout) if ids else []
+        watch.terminate()
+        watch.wait(timeout=60)
+        events = [json.loads(ln) for ln in log_events.read_text().splitlines() if ln.strip()]
+        judge_log = docker("compose", "logs", "--no-color", "judge", env=env, check=False).stdout
+        volume = tmp_path / "volume"
+        copy_out(env, volume, "infer/3b", "llm_cache")
+    finally:  # nothing of the project stays: containers, network, the data and cache volumes
+        watch.kill()
+        docker("compose", "--profile", "*", "down", "--volumes", "--remove-orphans", env=env, check=False, timeout=300)
+    return Rehearsal(run, project, containers, events, judge_log, endpoints, results, volume, took)

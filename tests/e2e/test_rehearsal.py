@@ -1,82 +1,121 @@
-"""The GPU recipe rehearsed on CPU: `invoke study --scale 3b` through compose.yaml and a `docker` double.
+"""The GPU recipe rehearsed on CPU: `invoke study --scale 3b` through the real Docker Engine and `docker compose`.
 
-`tests/deploy/fake_docker/docker` stands first on PATH; it reads the project's compose.yaml and runs every
-service as a local process in its role's environment (see its docstring). The rehearsal scale is the 3b
-scale with what a CPU can run in its place, all as overrides (`--override`, which reach every container
-through RCEA_OVERRIDES in compose.yaml):
+`scripts/engine` gives the engine (installing and starting it where needed), the study's three images are the
+CPU builds of docker/*.Dockerfile, and Compose reads compose.yaml with the CPU override compose.cpu.yaml
+(`COMPOSE_FILE`: no GPU reservation, the workers on vLLM's CPU build). Real parts throughout: the project's
+named data volume, `docker compose run` for prepare, training, enqueueing, labels, aggregation and results,
+`docker compose up infer-workers` for two vLLM workers (ranks 0 and 1 of NUM_WORKERS=2; ranks 2..7 exit at
+once), and the judge service, vLLM's OpenAI server (infer/judge_server.py) on CPU serving the tiny policy
+under the names the configuration asks for (judge.model and codebook.model) at http://judge:8000/v1, on the
+project's own network. The rehearsal scale is the 3b scale with what a CPU can run in its place, all as
+overrides (`--override`, which reach every container through RCEA_OVERRIDES):
 
-- the tiny model for Qwen, and the tiny scale's training settings (`configs/scales/tiny.toml`), the
-  Transformers backend for vLLM (no vLLM here), two workers (GPUs 0 and 1);
-- training and the probe in the toy world (a tiny model solves no real math; the judge and the modes need
-  verified successes), and greedy evaluation also on two questions of each real benchmark, so the
-  benchmark files, loaders and evaluation tables are walked;
-- the LLM judge and codebook, not the rules: the judge service's `vllm serve` is a stand-in that starts
-  the tests' scripted OpenAI-compatible server (it answers toy problems).
+- the tiny model for Qwen, and the tiny scale's training settings (`configs/scales/tiny.toml`);
+- training and the probe in the toy world, and greedy evaluation also on two questions of each real benchmark,
+  so the benchmark files, loaders and evaluation tables are walked;
+- the LLM judge and codebook (judge.labeller=llm), not the toy world's rules.
 
-The demo's tiny models (session fixture) are copied into the data volume first, as a model cache would
-be on a GPU host; everything else the study makes itself. The run itself is `studies.rehearsal_study`, started
-by conftest.py beside the Ray engine's study as soon as the demo is done.
+The demo's tiny models (session fixture) are copied into the data volume first, as a model cache would be on
+a GPU host; everything else the study makes itself. The run is `studies.rehearsal_study`, started by
+conftest.py beside the Ray engine's study as soon as the demo is done; the project is removed after it.
 """
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 
-from tests.e2e.studies import BENCHMARKS, ROOT, Rehearsal
+from tests.e2e.studies import Rehearsal
 
 STAGES = ("prepare", "train grpo", "workers", "judge", "modes", "audit sample", "aggregate", "results -> results/3b/")
+WORKERS = [f"infer-worker-{i}" for i in range(8)]
+SERVED = ("Qwen/Qwen3.5-9B", "Qwen3.7-Flash")   # configs/base.toml judge.model, codebook.model
 
 
 def test_the_gpu_recipe_runs_through_compose_and_fills_every_table(studies):
-    check_rehearsal(studies["rehearsal"].result())
+    r = studies["rehearsal"].result()
+    print(f"rehearsal: the study took {r.seconds:.0f} s")
+    check_rehearsal(r)
+
+
+def test_the_judge_serves_the_configured_names_and_a_wrong_name_fails(studies):
+    """Asked from an infer-cli container on the project's network, before the study used the same server: the
+    judge service lists exactly the configured names, the project's LLM client gets an answer for each, and a
+    name the server does not serve is a 404 (what the codebook got before the judge served its name)."""
+    endpoints = studies["rehearsal"].result().endpoints
+    assert "error" not in endpoints, endpoints.get("error", "")[-4000:]
+    assert endpoints["listed"] == sorted(SERVED)
+    assert endpoints["asked"] == {SERVED[0]: "ok", SERVED[1]: "ok", "Not/Served": "NotFoundError: 404"}
+
+
+def env_of(container: dict) -> dict:
+    return dict(e.split("=", 1) for e in container["Config"]["Env"])
 
 
 def check_rehearsal(r: Rehearsal) -> None:
-    """What the rehearsal left: every stage, every report output, the real benchmarks, what each container saw."""
-    run, pids, state, results, volume = r.run, r.pids, r.state, r.results, r.volume
+    run, results, volume = r.run, r.results, r.volume
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     out = run.stdout
     for stage in STAGES:
         assert re.search(rf"^=== \[\d/8\] {re.escape(stage)}", out, re.M), stage
 
-    # every output of the report rendered, the semantic modes included
+    # the report, written by the aggregate container into ./results/3b on the host: every output rendered but
+    # those of the semantic modes (the tiny judge writes no verdict, so no success is valid and no mode assigned)
+    # and Table A9, which diagnoses a collapsed run and says that none collapsed
     report = (results / "3b" / "report.md").read_text()
     rows = dict(re.findall(r"^\| ([\w ]+) \| .* \| (rendered|empty[^|]*|not drawn[^|]*) \|$", report, re.M))
     assert len(rows) >= 12, report
-    # Table A9 diagnoses a collapsed run; a healthy run has nothing to put there, and says so
     assert rows.pop("Table A9").startswith("empty: No run fires the failure detector")
+    assert rows.pop("Table A6").startswith("empty: Missing input: column 'mode' is all null")
+    assert rows.pop("fig_retention_vs_passk").startswith("not drawn")
     assert all(status == "rendered" for status in rows.values()), rows
-    assert "GRPO" in (results / "3b" / "tables" / "tableA6.md").read_text()  # mode retention
     table1 = (results / "3b" / "tables" / "table1.md").read_text()
     assert "+ GRPO (3B)" in table1 and all(b in table1 for b in ("AIME'24", "AIME'25", "MATH 500", "AMC'23", "Minerva"))
-    assert "- none" in report.split("## Missing inputs")[1].split("##")[0]
 
-    # the real benchmarks were evaluated (files, loaders, tables), and the LLM labelled (not the rules)
+    # the real benchmarks were evaluated, and every measurement generated by vLLM in the workers
     tables = volume / "infer" / "3b" / "tables"
-    greedy_parts = {p.name for p in (tables / "greedy").glob("*.parquet")}
-    assert "greedy-base-0.parquet" in greedy_parts
-    seen = subprocess.run([str(ROOT / ".envs" / "aggregate" / "bin" / "python"), "-c",
-                           "import sys, pandas as pd; print(sorted(set(pd.read_parquet(sys.argv[1]).benchmark)))",
-                           str(tables / "greedy" / "greedy-base-0.parquet")], capture_output=True, text=True)
-    assert seen.stdout.strip() == str(sorted(["toy", *BENCHMARKS])), seen.stderr
-    semantic = volume / "infer" / "3b" / "semantic"
-    index = json.loads((semantic / "codebooks" / "index.json").read_text())  # only the LLM codebook writes it
-    assert index["model"] == "scripted" and index["questions"] and index["summary"]["included"] > 0
-    assert (semantic / "judge" / "verdicts.parquet").exists() and (semantic / "audit" / "audit.sqlite").exists()
+    assert (tables / "greedy" / "greedy-base-0.parquet").exists()
+    manifests = [json.loads(p.read_text()) for p in tables.rglob("*.manifest.json")]
+    assert len(manifests) >= 10 and {m["backends"]["generate"] for m in manifests} == {"VLLMBackend"}
+    assert {m["lockfile"].split(":")[0] for m in manifests} == {"infer-vllm-cpu.txt"}
+    assert {m["device"].split(":")[0] for m in manifests} == {"cpu"}
 
-    # what each container saw: the scale, its worker rank and GPU, the data volume
-    starts = [json.loads(ln) for ln in (state / "starts.jsonl").read_text().splitlines()]
-    assert {s["service"] for s in starts} == {"train", "infer-cli", "infer-worker-0", "infer-worker-1", "judge",
-                                              "aggregate"}
-    for s in starts:
-        assert s["env"]["RCEA_DATA"] == "/workspace/data", s
-        assert s["env"]["RCEA_SCALE"] == "3b" or "--scale" in s["command"] and \
-            s["command"][s["command"].index("--scale") + 1] == "3b" or "results/3b" in " ".join(s["command"]), s
-        assert "judge.labeller=llm" in s["env"].get("RCEA_OVERRIDES", ""), s["service"]
-    workers = sorted((s["service"], s["env"]["WORKER_RANK"], s["env"]["NUM_WORKERS"], s["devices"], s["env"]["RCEA_SCALE"])
-                     for s in starts if s["service"].startswith("infer-worker"))
-    assert workers == [("infer-worker-0", "0", "2", "0", "3b"), ("infer-worker-1", "1", "2", "1", "3b")]
-    assert [s["devices"] for s in starts if s["service"] == "train"] == ["0", "0"]  # prepare, then training
-    assert pids == []  # the study stopped the judge server itself
+    # what each container saw: the scale, its worker rank, the data volume, no GPU (the CPU override)
+    by_service = {c["Config"]["Labels"]["com.docker.compose.service"]: c for c in r.containers}
+    assert set(WORKERS) | {"infer-workers", "judge"} <= set(by_service), sorted(by_service)
+    network = f"{r.project}_default"
+    for name, c in by_service.items():
+        env = env_of(c)
+        assert env["RCEA_SCALE"] == "3b" and env["RCEA_DATA"] == "/workspace/data", name
+        assert "judge.labeller=llm" in env["RCEA_OVERRIDES"], name
+        assert any(m["Type"] == "volume" and m["Name"] == f"{r.project}_data" and m["Destination"] == "/workspace/data"
+                   for m in c["Mounts"]), name
+        assert not c["HostConfig"].get("DeviceRequests"), name
+        assert not {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"} & set(env), name
+        assert list(c["NetworkSettings"]["Networks"]) == [network], name
+        assert c["Config"]["Image"].startswith("rcea/infer:") and c["Config"]["Image"].endswith("-cpu"), name
+        assert c["Config"]["User"] == "1000:1000", name   # never root (the images refuse to be built for it)
+    for i, name in enumerate(WORKERS):
+        env, state = env_of(by_service[name]), by_service[name]["State"]
+        assert (env["WORKER_RANK"], env["NUM_WORKERS"]) == (str(i), "2"), name
+        assert state["ExitCode"] == 0 and "--backend" in by_service[name]["Config"]["Cmd"], name
+    assert by_service["infer-workers"]["State"]["ExitCode"] == 0
 
+    # every service ran as a container of the project (the one-off runs are gone; the daemon's events remain)
+    started = {e["Actor"]["Attributes"]["com.docker.compose.service"] for e in r.events}
+    assert {"train", "infer-cli", "aggregate", "judge", "infer-workers", *WORKERS} <= started, sorted(started)
+    oneoff = [e["Actor"]["Attributes"] for e in r.events if e["Actor"]["Attributes"].get("com.docker.compose.oneoff") == "True"]
+    assert {(a["com.docker.compose.service"], a["image"].split(":")[0]) for a in oneoff} >= {
+        ("train", "rcea/train"), ("infer-cli", "rcea/infer"), ("aggregate", "rcea/aggregate")}
+
+    # the judge: vLLM's server on the tiny policy, under the configured names, answering the LLM judge; each
+    # request (identical ones once) answered 200 and cached in the volume under the configured judge name
+    assert env_of(by_service["judge"])["JUDGE_MODEL"] == "/workspace/data/models/tiny-toy-warm"
+    assert "-m vllm.entrypoints.openai.api_server --model /workspace/data/models/tiny-toy-warm" in r.judge_log
+    assert "--served-model-name " + " ".join(SERVED) in r.judge_log
+    answered = re.findall(r'"POST /v1/chat/completions HTTP/1.1" (\d+)', r.judge_log)
+    cache = [json.loads(p.read_text()) for p in (volume / "llm_cache").rglob("*.json")]
+    # before the study, the endpoint check: one 200 for each configured name, one 404 for a name not served
+    assert sorted(set(answered)) == ["200", "404"] and answered.count("404") == 1
+    assert answered.count("200") == len(cache) + 2
+    assert {c["model"] for c in cache} == {SERVED[0]} and all(c["text"] is not None for c in cache)
+    assert re.search(r'"labeller": "llm",\s*"accepted": \d+', out) and '"failures": 0' in out

@@ -114,3 +114,40 @@ def test_enqueue_without_checkpoints_leaves_no_empty_queue(tmp_path):
     r = _infer(["enqueue", "--scale", "3b", "--method", "grpo"], tmp_path)
     assert r.returncode != 0 and "train first" in r.stderr
     assert not list(tmp_path.rglob("queue.sqlite*"))
+
+
+def test_status_follow_waits_until_the_queue_drains(tmp_path, capsys):
+    """What the `infer-workers` group runs: it returns when nothing is pending or running, 0 when all is done,
+    3 (naming each failed job) when some failed; the counts print as they change."""
+    from infer.__main__ import follow
+    from infer.queue import Queue
+
+    q = Queue(tmp_path / "queue.sqlite")
+    for key in ("a", "b", "c"):
+        q.enqueue(key, "probe", {}, cost=1.0)
+    plan = iter([None, "ok", None, "ok", "boom"])   # one step of "work" per sleep of the follower
+    sleeps = []
+
+    def work(_s):
+        sleeps.append(_s)
+        step = next(plan)
+        if step is not None:
+            job = q.claim("w")
+            q.finish(job.id, "w", None if step == "ok" else step)
+
+    assert follow(q, 30.0, sleep=work) == 3
+    out, err = capsys.readouterr()
+    assert len(sleeps) == 5 and "queue drained: 2 done, 1 failed" in out and "failed c" in err and "boom" in err
+    assert out.count("queue: ") == 4   # the first count, then each change (two sleeps changed nothing)
+    r = Queue(tmp_path / "q2.sqlite")
+    r.enqueue("x", "probe", {})
+    job = r.claim("w")
+    r.finish(job.id, "w")
+    assert follow(r, 30.0, sleep=lambda s: pytest.fail("nothing left to wait for")) == 0
+
+
+def test_status_takes_the_scale_compose_passes(tmp_path):
+    r = _infer(["status"], tmp_path)
+    assert r.returncode == 2 and "$RCEA_SCALE is ''" in r.stderr
+    r = _infer(["status", "--follow", "5"], tmp_path, RCEA_SCALE="3b")
+    assert r.returncode == 1 and "no queue at" in r.stdout
