@@ -119,3 +119,33 @@ def check_rehearsal(r: Rehearsal) -> None:
     assert answered.count("200") == len(cache) + 2
     assert {c["model"] for c in cache} == {SERVED[0]} and all(c["text"] is not None for c in cache)
     assert re.search(r'"labeller": "llm",\s*"accepted": \d+', out) and '"failures": 0' in out
+
+
+def test_up_infer_workers_is_the_command_and_honours_num_workers(tmp_path):
+    """`docker compose up infer-workers`, exactly, on an empty volume: the eight workers start, those at or above
+    NUM_WORKERS exit 0 at once ("not needed"), the two that would work refuse without a queue (exit 2, saying
+    what to run), and the follower says there is no queue. The study's form (--abort-on-container-failure)
+    then fails instead of waiting."""
+    import os
+    import subprocess
+
+    from tests.e2e.studies import ROOT, docker, engine, rehearsal_env
+
+    engine()
+    env = dict(rehearsal_env(f"rcea-rehearsal-up-{os.getpid()}", tmp_path), RCEA_SCALE="3b", NUM_WORKERS="2")
+    try:
+        up = subprocess.run(["docker", "compose", "up", "infer-workers"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=600)
+        assert "no such service" not in up.stderr and "no queue at /workspace/data/infer/3b" in up.stdout, up.stderr
+        states = {c["Service"]: c["ExitCode"] for c in map(json.loads, docker(
+            "compose", "ps", "-a", "--format", "{{json .}}", env=env).stdout.splitlines())}
+        assert states == {"infer-workers": 1, "infer-worker-0": 2, "infer-worker-1": 2,
+                          **{f"infer-worker-{i}": 0 for i in range(2, 8)}}, states
+        logs = docker("compose", "--profile", "infer", "logs", "--no-color", env=env).stdout
+        assert all(f"worker {i}: not needed (NUM_WORKERS=2)" in logs for i in range(2, 8))
+        study = subprocess.run(["docker", "compose", "--profile", "infer", "up", "--attach-dependencies",
+                                "--abort-on-container-failure", "infer-workers"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=600)
+        assert study.returncode != 0
+    finally:
+        docker("compose", "--profile", "*", "down", "--volumes", env=env, check=False, timeout=300)
