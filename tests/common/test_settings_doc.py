@@ -89,3 +89,11 @@ def test_the_settled_tags_and_the_two_dapo_readings():
     assert "lost" in settings["objectives.clip_cov.clip_cov_ratio"].doc and "does not restate" not in \
         settings["objectives.clip_cov.clip_cov_ratio"].doc
     assert "not stated" not in settings["train.top_p"].doc
+
+
+def test_the_verl_reading_of_the_dapo_factor_is_one_override_away():
+    from rcea.config import load_config
+
+    cfg = load_config("tiny", "dapo", ["objectives.dapo.overlong_penalty_factor=0.5"])
+    assert cfg.objective()["overlong_penalty_factor"] == 0.5
+    assert load_config("tiny", "dapo").objective()["overlong_penalty_factor"] == 1.0
