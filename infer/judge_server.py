@@ -56,7 +56,10 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    cmd = server_argv(cfg, os.environ.get("JUDGE_MODEL", ""), os.environ.get("JUDGE_ARGS", ""))
+    weights = os.environ.get("JUDGE_MODEL", "")
+    if weights == cfg["judge.model"]:   # the configured model named again: fetched at its revision as usual
+        weights = ""
+    cmd = server_argv(cfg, weights, os.environ.get("JUDGE_ARGS", ""))
     print(shlex.join(cmd), flush=True)
     if "--dry" in args:
         return 0

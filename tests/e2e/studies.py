@@ -57,7 +57,9 @@ def rehearsal_overrides() -> list[str]:
         # K = 8 samples per probe question (the tiny scale's): enough valid successes per question for mode
         # retention (m_min = 3) and both outcomes per question for the paired ratios
         "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=8", "passk.questions=6", "passk.n=4",
-        "aggregate.bootstrap_resamples=200", "judge.labeller=llm"]
+        "aggregate.bootstrap_resamples=200", "judge.labeller=llm",
+        # the codebook on the judge service, said explicitly (it then serves codebook.model too: infer/judge_server.py)
+        'codebook.base_url="http://judge:8000/v1"']
 
 
 CPU_FILES = "compose.yaml:compose.cpu.yaml"

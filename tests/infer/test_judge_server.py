@@ -51,6 +51,14 @@ def test_the_container_command_reads_scale_and_overrides_from_its_environment():
     assert "--served-model-name Qwen/Qwen3.5-9B Other-Model --host 0.0.0.0 --port 8000 --seed 2027 --dtype bfloat16" in line
 
 
+def test_judge_model_naming_the_configured_model_keeps_its_revision():
+    out = run({"RCEA_SCALE": "3b", "JUDGE_MODEL": "Qwen/Qwen3.5-9B", "RCEA_OVERRIDES": "judge.model_revision='abc123'"},
+              "--dry")
+    assert out.returncode == 0 and "--model Qwen/Qwen3.5-9B --revision abc123 --served-model-name" in out.stdout
+    local = run({"RCEA_SCALE": "3b", "JUDGE_MODEL": "/workspace/data/models/tiny-toy-warm"}, "--dry")
+    assert "--model /workspace/data/models/tiny-toy-warm --served-model-name" in local.stdout
+
+
 def test_no_scale_is_one_clear_line():
     out = run({}, "--dry")
     assert out.returncode == 2 and "$RCEA_SCALE is ''" in out.stderr and "invoke judge --scale S" in out.stderr
