@@ -36,8 +36,15 @@ def truncate_steps(path: str | Path, last_step: int) -> None:
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
+def tensorboard_tag(key: str) -> str:
+    """TRL's (Transformers') TensorBoard naming: training scalars under `train/` (`train/reward`,
+    `train/clip_ratio/low`), so runs line up with any other TRL run in one TensorBoard."""
+    return key if key.startswith(("train/", "eval/")) else f"train/{key}"
+
+
 class StepLogger(TrainerCallback):
-    """Appends one JSON line per logged optimizer step to steps.jsonl and mirrors it to TensorBoard.
+    """Appends one JSON line per logged optimizer step to steps.jsonl and mirrors it to TensorBoard
+    (tags under `train/`, `tensorboard_tag`).
 
     steps.jsonl is the record; `tb_dir` is a mirror rebuilt from it when the logger starts. A run
     killed after logging steps past its newest checkpoint logs those steps again on resume:
@@ -67,7 +74,7 @@ class StepLogger(TrainerCallback):
             self._writer = SummaryWriter(str(self.tb_dir))
         for k, v in row.items():
             if k != "step" and isinstance(v, (int, float)) and math.isfinite(v):
-                self._writer.add_scalar(k, v, step)
+                self._writer.add_scalar(tensorboard_tag(k), v, step)
         self._writer.flush()
 
     def on_log(self, args, state, control, logs=None, **kwargs):

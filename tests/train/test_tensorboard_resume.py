@@ -54,9 +54,23 @@ def test_tensorboard_agrees_with_steps_jsonl_after_a_resume(tmp_path):
     rows = read_steps(resumed["steps_log"])
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     tb = tensorboard_scalars(tmp_path / "run" / "tb")
-    assert {"reward", "loss", "entropy"} <= set(tb)
+    assert {"train/reward", "train/loss", "train/entropy"} <= set(tb)
     for tag, points in tb.items():
         steps = [s for s, _ in points]
         assert len(steps) == len(set(steps)), f"{tag}: a step logged more than once: {sorted(steps)}"
-    assert sorted(tb["reward"]) == [(r["step"], pytest.approx(r["reward"], rel=1e-6)) for r in rows]
-    assert sorted(tb["loss"]) == [(r["step"], pytest.approx(r["loss"], rel=1e-6, abs=1e-9)) for r in rows]
+    assert sorted(tb["train/reward"]) == [(r["step"], pytest.approx(r["reward"], rel=1e-6)) for r in rows]
+    assert sorted(tb["train/loss"]) == [(r["step"], pytest.approx(r["loss"], rel=1e-6, abs=1e-9)) for r in rows]
+
+
+def test_tensorboard_tags_are_under_train_like_trl(tmp_path):
+    from types import SimpleNamespace
+
+    from train.monitor import StepLogger
+
+    logger = StepLogger(tmp_path / "steps.jsonl", tmp_path / "tb")
+    logger.on_log(None, SimpleNamespace(global_step=1), None, logs={"reward": 0.5, "clip_ratio/low": 0.0})
+    logger.on_train_end(None, None, None)
+    tb = tensorboard_scalars(tmp_path / "tb")
+    assert set(tb) == {"train/reward", "train/clip_ratio/low", "train/fresh_rollout"}
+    assert tb["train/reward"] == [(1, 0.5)]
+    assert read_steps(tmp_path / "steps.jsonl")[0]["reward"] == 0.5  # the record keeps TRL's plain keys
