@@ -33,6 +33,15 @@ RUN uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/train.
  && uv pip check \
  && echo "train.txt:sha256:$(sha256sum /tmp/train.txt | cut -c1-16)" > /opt/venv/rcea-lockfile.txt \
  && rm /tmp/train.txt
+# The optional Weights & Biases extra (train.report_to = wandb): `WITH_WANDB=1 invoke build --role train`.
+# lockfiles/train-wandb.txt keeps every package it shares with train.txt at train.txt's version.
+ARG WITH_WANDB=0
+COPY lockfiles/train-wandb.txt /tmp/train-wandb.txt
+RUN if [ "${WITH_WANDB}" = 1 ]; then \
+      uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/train-wandb.txt && uv pip check \
+      && echo "train-wandb.txt:sha256:$(sha256sum /tmp/train-wandb.txt | cut -c1-16)" >> /opt/venv/rcea-lockfile.txt; \
+    fi \
+ && rm /tmp/train-wandb.txt
 
 # A numeric non-root user (the host's UID/GID, so bind mounts and named volumes stay writable).
 RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 1; fi \

@@ -190,9 +190,9 @@ def trl_report_to(cfg: Config) -> list[str]:
     if "wandb" not in report_targets(cfg):
         return []
     if importlib.util.find_spec("wandb") is None:
-        raise TrainSetupError("train.report_to asks for wandb, which is not installed in this environment; add "
-                              "wandb to lockfiles/train.in (and train-cpu.in), run `invoke lock`, rebuild, and set "
-                              "WANDB_API_KEY; or use train.report_to=tensorboard")
+        raise TrainSetupError("train.report_to asks for wandb, which is not installed in this environment: add "
+                              "the locked W&B extra (`scripts/bootstrap train-wandb` here, `WITH_WANDB=1 invoke build "
+                              "--role train` for the image) and set WANDB_API_KEY; or use train.report_to=tensorboard")
     return ["wandb"]
 
 

@@ -19,6 +19,10 @@ LOCKS = {  # name: (platform, exclude-newer, constrained by this GPU lock, needs
     "aggregate": ("x86_64-manylinux_2_28", "2026-06-16", None, False),
     "train-cpu": ("x86_64-manylinux_2_35", "2026-12-01", "train", True),
     "infer-cpu": ("x86_64-manylinux_2_35", "2026-12-01", "infer", True),
+    # The optional W&B extra of the train image and .envs/train, on top of train.txt / train-cpu.txt (every
+    # shared package at train.txt's version). A later cutoff than train.txt: W&B releases before it need
+    # protobuf < 7, which train.txt pins at 7.34.
+    "train-wandb": ("x86_64-manylinux_2_35", "2026-12-01", "train", False),
     "tools": ("x86_64-manylinux_2_28", "2026-12-01", None, False),
 }
 GPU_ONLY = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")

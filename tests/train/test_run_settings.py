@@ -36,5 +36,5 @@ def test_wandb_without_wandb_installed_says_how_to_add_it():
 
     if importlib.util.find_spec("wandb") is not None:
         pytest.skip("wandb is installed here")
-    with pytest.raises(TrainSetupError, match="lockfiles/train.in"):
+    with pytest.raises(TrainSetupError, match="scripts/bootstrap train-wandb"):
         trl_report_to(load_config("tiny", "grpo", ['train.report_to="tensorboard,wandb"']))
