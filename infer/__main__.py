@@ -24,15 +24,26 @@ def cmd_enqueue(args) -> int:
     from infer.plan import plan_jobs
     from infer.queue import Queue
     from rcea.layout import queue_path
+    from rcea.paths import data_dir
+    from rcea.units import MeasureUnit
 
     cfg = load_config(args.scale, None, args.override)
     jobs = plan_jobs(cfg, args.scale, args.method, args.what, args.override)  # before the queue: no empty queue
     q = Queue(queue_path(args.scale))
+    before = {j["key"]: j for j in q.jobs()}
     counts: dict[str, int] = {}
     for job in jobs:
-        result = q.enqueue(job["key"], job["kind"], job["payload"], job["cost"], retry_failed=args.retry_failed)
+        complete = MeasureUnit.from_job(job).done(data_dir())   # the files decide whether a done job is done
+        result = q.enqueue(job["key"], job["kind"], job["payload"], job["cost"], retry_failed=args.retry_failed,
+                           complete=complete)
         counts[result] = counts.get(result, 0) + 1
-        print(f"{result:8s} {job['key']}")
+        why = ""
+        if result == "redo":
+            why = "  (marked done, but an output part is missing or incomplete: it runs again)"
+        elif result == "retried":
+            old = before[job["key"]]
+            why = f"  (was failed: {old['error']}; retry round {old['rounds'] + 1})"
+        print(f"{result:8s} {job['key']}{why}")
     print(f"queue {queue_path(args.scale)}: {counts}")
     return 0
 
@@ -127,9 +138,12 @@ def cmd_status(args) -> int:
 
         print(greedy_summary(tables_dir(args.scale) / "greedy").to_string(index=False))
     if args.check and any(counts[k] for k in ("pending", "running", "failed")):
-        print(f"check: not every job is done ({counts}); failed jobs: see the errors above, fix, then "
-              f"`python -m infer enqueue --scale {args.scale} --method M --retry-failed` and run the workers again",
-              file=sys.stderr)
+        from infer.queue import KILLED_ROUNDS
+
+        print(f"check: not every job is done ({counts}); a job whose workers were killed (lease expired) is retried "
+              f"when you rerun the study, up to {KILLED_ROUNDS} times; for the others see the errors above, fix, "
+              f"then `python -m infer enqueue --scale {args.scale} --method M --retry-failed` and run the workers "
+              "again", file=sys.stderr)
         return 3
     return 0
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STATES = ("pending", "running", "done", "failed")
+KILLED_ROUNDS = 3   # reruns that retry a job whose holders were all killed, before it needs --retry-failed
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -43,7 +44,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created REAL NOT NULL,
     started REAL,
     finished REAL,
-    error TEXT
+    error TEXT,
+    rounds INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (state, cost);
 """
@@ -104,7 +106,8 @@ class Queue:
                 if statement.strip():
                     db.execute(statement)
             have = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
-            for col, kind in (("host", "TEXT"), ("pid", "INTEGER")):  # a queue made before these existed
+            # a queue made before these columns existed
+            for col, kind in (("host", "TEXT"), ("pid", "INTEGER"), ("rounds", "INTEGER NOT NULL DEFAULT 0")):
                 if col not in have:
                     db.execute(f"ALTER TABLE jobs ADD COLUMN {col} {kind}")
 
@@ -153,18 +156,28 @@ class Queue:
                 time.sleep(0.001 + 0.002 * random.random())
         db.execute("PRAGMA busy_timeout=60000")
 
-    def enqueue(self, key: str, kind: str, payload: dict, cost: float = 1.0, retry_failed: bool = False) -> str:
-        """Add a job; returns 'added', 'exists' (left alone) or 'retried' (a failed job made pending)."""
+    def enqueue(self, key: str, kind: str, payload: dict, cost: float = 1.0, retry_failed: bool = False,
+                complete: bool | None = None) -> str:
+        """Add a job; returns 'added', 'exists' (left alone), 'retried' (a failed job made pending) or 'redo'
+        (a job marked done whose outputs are not all there: `complete` False, as the caller found the files).
+
+        The files decide, not the flag: a done job with a missing or incomplete output part runs again. A job
+        that failed only because its holders were killed (`lease expired`) is retried by a rerun on its own, up
+        to KILLED_ROUNDS times (each round `max_attempts` claims); `retry_failed` retries any failed job."""
         with self._tx() as db:
-            row = db.execute("SELECT state FROM jobs WHERE key = ?", (key,)).fetchone()
+            row = db.execute("SELECT state, error, rounds FROM jobs WHERE key = ?", (key,)).fetchone()
             if row is None:
                 db.execute("INSERT INTO jobs (key, kind, payload, cost, created) VALUES (?, ?, ?, ?, ?)",
                            (key, kind, json.dumps(payload, sort_keys=True), float(cost), time.time()))
                 return "added"
-            if row[0] == "failed" and retry_failed:
-                db.execute("UPDATE jobs SET state='pending', attempts=0, error=NULL, worker=NULL, payload=?, cost=? "
-                           "WHERE key=?", (json.dumps(payload, sort_keys=True), float(cost), key))
-                return "retried"
+            state, error, rounds = row[0], row[1] or "", row[2] or 0
+            killed = state == "failed" and error.startswith("lease expired") and rounds < KILLED_ROUNDS
+            redo = state == "done" and complete is False
+            if (state == "failed" and retry_failed) or killed or redo:
+                db.execute("UPDATE jobs SET state='pending', attempts=0, error=NULL, worker=NULL, host=NULL, pid=NULL, "
+                           "payload=?, cost=?, rounds=? WHERE key=?",
+                           (json.dumps(payload, sort_keys=True), float(cost), rounds + killed, key))
+                return "redo" if redo else "retried"
             return "exists"
 
     def _expire(self, db, now: float) -> None:

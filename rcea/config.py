@@ -34,6 +34,9 @@ STATUSES = {"S": "stated", "R": "reconstructed", "C": "chosen"}
 # Transport settings: where an LLM endpoint lives, how its key is found, how many requests run at once
 # and how long to wait. Results do not depend on them (responses are cached per request), so they are
 # recorded in each run's resolved.json but left out of the configuration hash.
+# What a training run reads (besides its own objectives.<method> settings): its configuration hash and the
+# check of a run folder cover these only, so correcting e.g. judge.model never orphans a trained run.
+TRAINING_SECTIONS = ("model", "data", "toy", "train", "failure")
 NOT_IN_HASH = frozenset({
     "judge.base_url", "judge.api_key_env", "judge.concurrency", "judge.timeout_s", "judge.max_retries",
     "judge.max_retry_after_s", "codebook.base_url", "codebook.api_key_env", "codebook.api_key_file",
@@ -159,25 +162,38 @@ class Config:
         prefix = f"objectives.{self.method}."
         return {k[len(prefix):]: s.value for k, s in self._s.items() if k.startswith(prefix)}
 
-    def to_dict(self) -> dict[str, Any]:
+    def in_scope(self, key: str, scope: str | None) -> bool:
+        """Whether setting `key` belongs to `scope`: None is every setting; "train" what a training run reads
+        (`TRAINING_SECTIONS` and its own objective's settings), so a unit's key holds only what changes it."""
+        if scope is None:
+            return True
+        if scope != "train":
+            raise ValueError(f"unknown configuration scope {scope!r}; valid: train")
+        return key.split(".", 1)[0] in TRAINING_SECTIONS or (bool(self.method)
+                                                             and key.startswith(f"objectives.{self.method}."))
+
+    def to_dict(self, scope: str | None = None) -> dict[str, Any]:
         return {
             "scale": self.scale,
             "method": self.method,
-            "settings": {k: {"value": s.value, "status": s.status} for k, s in sorted(self._s.items())},
+            "settings": {k: {"value": s.value, "status": s.status} for k, s in sorted(self._s.items())
+                         if self.in_scope(k, scope)},
         }
 
-    def hash(self) -> str:
-        """Identity of the run: every setting except those that only say where or how fast a service is
-        reached (`NOT_IN_HASH`), so moving the judge to another port does not orphan finished runs."""
-        d = self.to_dict()
+    def hash(self, scope: str | None = None) -> str:
+        """Identity of the run: every setting (of `scope`, see `in_scope`) except those that only say where
+        or how fast a service is reached (`NOT_IN_HASH`), so moving the judge to another port does not
+        orphan finished runs."""
+        d = self.to_dict(scope)
         d["settings"] = {k: v for k, v in d["settings"].items() if k not in NOT_IN_HASH}
         blob = json.dumps(d, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def write(self, run_dir: str | Path) -> Path:
+    def write(self, run_dir: str | Path, scope: str | None = None, replace: bool = False) -> Path:
         """Copy the configuration into `run_dir/config/` (source files verbatim + resolved JSON).
 
-        Refuses a folder that already holds a different configuration.
+        Refuses a folder that already holds a different configuration (compared on the settings of
+        `scope`, hash-excluded ones aside), unless `replace` (nothing was made under the old one).
         """
         from rcea.store import atomic_write_json
 
@@ -185,16 +201,24 @@ class Config:
         target = run_dir / "config" / "resolved.json"
         if target.exists():
             old = json.loads(target.read_text())
-            if old.get("hash") != self.hash():
+            mine = {k: v["value"] for k, v in self.to_dict(scope)["settings"].items() if k not in NOT_IN_HASH}
+            theirs = {k: v.get("value") for k, v in old.get("settings", {}).items()
+                      if self.in_scope(k, scope) and k not in NOT_IN_HASH}
+            if old.get("hash") == self.hash(scope):
+                return target
+            # equal settings under another hash: a folder written when the hash covered every setting
+            same = json.dumps(mine, sort_keys=True, default=str) == json.dumps(theirs, sort_keys=True, default=str)
+            if not same and not replace:
+                changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
                 raise ConfigError(
                     f"{run_dir} holds a run with a different configuration (hash {old.get('hash')} != "
-                    f"{self.hash()}); choose another --output folder or remove that one"
+                    f"{self.hash(scope)}; differs in {', '.join(changed[:6]) or 'its layout'}); choose another "
+                    "--output folder or remove that one"
                 )
-            return target
         (run_dir / "config").mkdir(parents=True, exist_ok=True)
         for src in self.sources:
             shutil.copyfile(src, run_dir / "config" / src.name)
-        atomic_write_json(target, {"hash": self.hash(), **self.to_dict()})
+        atomic_write_json(target, {"hash": self.hash(scope), **self.to_dict(scope)})
         return target
 
 

@@ -4,6 +4,7 @@
     prepared/<scale>/train.jsonl                the drawn training pool
     train/<scale>/<run>/                        one training run (<run>: the method, or <method>-seed<N>)
         config/                                 configuration, copied verbatim
+        run.lock                                held by the process training into this folder
         checkpoints/checkpoint-<step>/          LoRA adapter + trainer state (complete ones only), with
                                                 TRAINER_STATE, the objective trainer's own state
         steps.jsonl, tb/                        per-step log, TensorBoard mirror
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from rcea.paths import data_dir
 
+RUN_LOCK = "run.lock"  # in each training run folder: held (flock) by the process training into it
 TRAINER_STATE = "rcea_trainer_state.pt"  # in each checkpoint folder; train.trainer writes it, its manifest marks
                                          # the checkpoint complete
 

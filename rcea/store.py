@@ -151,3 +151,46 @@ def run_step(artifact: str | Path, produce: Callable[[Path], None], cfg=None, se
     atomic_write(artifact, produce)
     write_manifest(artifact, cfg=cfg, seeds=seeds, **extra)
     return True
+
+
+class FolderBusy(RuntimeError):
+    """Another process holds the folder's lock; the message names it."""
+
+
+class folder_lock:
+    """`with folder_lock(folder / RUN_LOCK):` an exclusive lock (flock) on a file, or FolderBusy naming the
+    holder (pid, host, command, since when) as it wrote itself into the file. The kernel drops the lock when
+    its holder exits or is killed, so a stale file never blocks a rerun. (flock is per host: on a network
+    folder shared by several nodes it may not exclude a process on another node.)"""
+
+    def __init__(self, path: str | Path):
+        self.path, self.fh = Path(path), None
+
+    def __enter__(self):
+        import fcntl
+        import socket
+        import sys
+        import time
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise FolderBusy(f"{self.path.parent} is in use by {holder}") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')} "
+                 f"({' '.join(sys.argv)[:300]})\n")
+        fh.flush()
+        self.fh = fh
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fh.seek(0)
+        self.fh.truncate()
+        self.fh.close()   # closing drops the lock
+        self.fh = None

@@ -85,6 +85,7 @@ def _build_once(out: Path, spec: dict, build) -> Path:
     """Build into a temporary folder, then rename; reuse a complete build with the same spec."""
     import shutil
 
+    from rcea.seeds import rng_untouched
     from rcea.store import atomic_write_json, is_complete, write_manifest
 
     marker = out / "build.json"
@@ -94,7 +95,8 @@ def _build_once(out: Path, spec: dict, build) -> Path:
     for stale in (out, tmp):
         if stale.exists():
             shutil.rmtree(stale)
-    build(tmp)
+    with rng_untouched():   # the build seeds torch itself: a caller's seeded generators must not notice
+        build(tmp)
     atomic_write_json(tmp / "build.json", spec)
     tmp.rename(out)
     write_manifest(marker, seeds={"model": spec.get("seed")})

@@ -2,7 +2,9 @@
 
 Every step is an importable function; `train.cli` is the command line around `run_training`.
 Output folder (default data/train/<scale>/<method>/):
-    config/                        the configuration (cfg.write), refused if it differs
+    config/                        the training settings (cfg.write, scope "train"), refused if they differ
+                                   once a checkpoint exists (before that, a corrected rerun replaces them)
+    run.lock                       held while a process trains here: a second one is refused, naming it
     checkpoints/checkpoint-<step>/ PEFT adapter (save_pretrained), optimizer, scheduler, RNG, trainer state,
                                    rcea_trainer_state.pt (+ manifest, written last = complete)
     steps.jsonl, tb/               per-step log and its TensorBoard mirror (train.report_to; also wandb)
@@ -228,19 +230,33 @@ def newest_checkpoint(ckpt_dir: Path) -> Path | None:
 
 def run_training(cfg: Config, output: Path | None = None, resume: bool = False, reward: str = "verifier",
                  callbacks=(), log: Callable[[str], None] = print) -> dict:
+    """Train into `output` (default: the run folder of the scale and method), holding its lock throughout."""
+    from rcea.store import FolderBusy, folder_lock
+
+    check_host(cfg)
+    out = Path(output) if output else default_output(cfg.scale, cfg.method)
+    try:
+        with folder_lock(out / layout.RUN_LOCK):
+            return _run_training(cfg, out, resume, reward, callbacks, log)
+    except FolderBusy as exc:   # a second study (or `invoke train`) on the same folder: refuse, naming the first
+        raise TrainSetupError(f"{exc}; wait until it has finished (or stop it), then rerun") from None
+
+
+def _run_training(cfg: Config, out: Path, resume: bool, reward: str, callbacks, log) -> dict:
     from rcea.seeds import seed_everything
     from rcea.store import atomic_write_json, write_manifest
     from rcea.stats import FailureThresholds, failure_detector
 
-    check_host(cfg)
-    out = Path(output) if output else default_output(cfg.scale, cfg.method)
     ckpt_dir, steps_path = out / "checkpoints", out / "steps.jsonl"
-    cfg.write(out)  # refuses a folder holding a different configuration
+    made = bool(complete_checkpoints(ckpt_dir)) if ckpt_dir.exists() else False
+    # Refuses a folder holding a different training configuration, unless nothing was made under it (a
+    # set-up that failed before its first checkpoint): then the corrected configuration replaces it.
+    cfg.write(out, "train", replace=not made)
     start = newest_checkpoint(ckpt_dir) if ckpt_dir.exists() else None
     finished = out / "summary.json"
     if start is not None and finished.exists():  # a complete run of this configuration: reuse it
         prev = json.loads(finished.read_text())
-        if prev.get("config_hash") == cfg.hash() and Path(prev.get("final_adapter") or "").name == start.name:
+        if prev.get("config_hash") == cfg.hash("train") and Path(prev.get("final_adapter") or "").name == start.name:
             log(f"[train] {out} is complete (newest {start.name}); reusing it")
             return prev
     if start is not None and not resume:
@@ -280,7 +296,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
     steps = read_steps(steps_path)
     final = complete_checkpoints(ckpt_dir)
     summary = {
-        "method": cfg.method, "scale": cfg.scale, "config_hash": cfg.hash(), "output": str(out),
+        "method": cfg.method, "scale": cfg.scale, "config_hash": cfg.hash("train"), "output": str(out),
         "checkpoints": [str(p) for p in final], "final_adapter": str(final[-1]) if final else None,
         "steps_log": str(steps_path), "tensorboard": str(out / "tb"), "config": str(out / "config"),
         "global_step": trainer.state.global_step, "wall_s": round(time.time() - t0, 2),

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -82,16 +82,21 @@ def run_batch(batch, data_root, env: dict | None = None, gpu_ids=None, attempt_n
     log = log_path(data_root, batch[0].group)
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    with tempfile.TemporaryDirectory(prefix="rcea-unit-") as spec_dir:
-        argv = type(todo[0]).command(todo, role_python(todo[0].role), data_root, spec_dir)
-        with open(log, "ab") as fh:
-            fh.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} pid {os.getpid()} "
-                     f"{attempt_note}\n=== {' '.join(argv)}\n".encode())
-            fh.flush()
-            start = fh.tell()
-            proc = subprocess.run(argv, cwd=project_root(), env=child_env(data_root, env, gpu_ids), stdout=fh,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    # The unit's spec files go beside its log, one folder per group, emptied by the next attempt: a killed
+    # attempt leaves nothing in /tmp (a temporary folder is never removed when its process is killed).
+    spec_dir = log.with_suffix(".specs")
+    shutil.rmtree(spec_dir, ignore_errors=True)
+    spec_dir.mkdir(parents=True)
+    argv = type(todo[0]).command(todo, role_python(todo[0].role), data_root, spec_dir)
+    with open(log, "ab") as fh:
+        fh.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {socket.gethostname()} pid {os.getpid()} "
+                 f"{attempt_note}\n=== {' '.join(argv)}\n".encode())
+        fh.flush()
+        start = fh.tell()
+        proc = subprocess.run(argv, cwd=project_root(), env=child_env(data_root, env, gpu_ids), stdout=fh,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    shutil.rmtree(spec_dir, ignore_errors=True)
     rc, seconds = proc.returncode, time.time() - t0
     with open(log, "rb") as fh:
         fh.seek(start)

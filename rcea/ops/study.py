@@ -6,8 +6,9 @@ the tiny scale or through `docker compose` at 3b/7b; `ray` runs the train and wo
 units on a cluster (rcea/executors/study.py; a local Ray without an address) and the rest here. Stages:
 
     prepare     tiny model / warm start (tiny) and the training pool
-    train       each method (tiny: two side by side on CPU; 3b/7b: one at a time on the training GPU);
-                each run enqueues all of its measurements as soon as it has finished
+    train       each method (tiny: two side by side on CPU; 3b/7b: one at a time on the training GPU),
+                with --resume: a run killed earlier continues from its newest complete checkpoint, a
+                finished one is reused; each run enqueues all of its measurements as soon as it has finished
     workers     the measurement jobs (tiny: one local worker; 3b/7b: Compose workers 0..N-1), then a
                 check that every job is done
     judge       process validity of the verified successes (rules in the toy world, else the LLM judge)
@@ -87,7 +88,7 @@ def study_stages(scale: str, methods, num_workers: int = cmd.MAX_WORKERS) -> lis
     stages.append(_stage(
         "train", f"train {', '.join(methods)} ({n} objective{'s' * (n > 1)}{at_a_time}); each run then enqueues "
                  "its measurements",
-        [_unit(m, cmd.train_command(m, scale), cmd.enqueue_command(scale, m)) for m in methods],
+        [_unit(m, cmd.train_command(m, scale, resume=True), cmd.enqueue_command(scale, m)) for m in methods],
         parallel=jobs, logged=tiny))
     workers = "1 local worker" if tiny else f"{num_workers} GPU worker{'s' * (num_workers > 1)}"
     stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers})", [_unit(

@@ -127,3 +127,28 @@ def test_environment_overrides_apply_before_command_line(monkeypatch):
     monkeypatch.setenv("RCEA_OVERRIDES", "train.nope=1")
     with pytest.raises(ConfigError, match="valid keys in \\[train\\]"):
         load_config("tiny")
+
+
+def test_the_training_hash_holds_only_what_training_reads(tmp_path):
+    """Correcting the judge or codebook model (or who labels) after training must not orphan a trained run:
+    a run folder's configuration is compared on the training settings only; a training setting still counts."""
+    cfg = load_config("tiny", "grpo")
+    cfg.write(tmp_path, "train")
+    judged = load_config("tiny", "grpo", ['judge.model="other/judge"', 'judge.labeller="llm"',
+                                          'codebook.model="other/codebook"', "probe.k=3", "objectives.dapo.epsilon_high=0.3"])
+    assert judged.hash("train") == cfg.hash("train") and judged.hash() != cfg.hash()
+    judged.write(tmp_path, "train")                               # the same training run: accepted
+    for change in ("train.learning_rate=0.5", "data.draw_size=7", "objectives.grpo.epsilon=0.3", "model.tiny_seed=3"):
+        other = load_config("tiny", "grpo", [change])
+        assert other.hash("train") != cfg.hash("train"), change
+        with pytest.raises(ConfigError, match="different configuration"):
+            other.write(tmp_path, "train")
+
+
+def test_a_run_folder_written_before_the_training_scope_is_still_accepted(tmp_path):
+    """resolved.json from before the scope (its hash over every setting) holds the same training settings."""
+    cfg = load_config("tiny", "grpo")
+    cfg.write(tmp_path)                                           # the old way: every setting
+    assert json.loads((tmp_path / "config" / "resolved.json").read_text())["hash"] == cfg.hash()
+    cfg.write(tmp_path, "train")
+    assert json.loads((tmp_path / "config" / "resolved.json").read_text())["hash"] == cfg.hash("train")

@@ -44,3 +44,29 @@ def test_rebuild_is_bitwise_identical(tiny, tmp_path):
     w1, w2 = load_file(str(tiny / "model.safetensors")), load_file(str(again / "model.safetensors"))
     assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
     assert (tiny / "tokenizer.json").read_text() == (again / "tokenizer.json").read_text()
+
+
+def test_building_the_tiny_model_leaves_the_callers_seeded_generators_alone(tmp_path, monkeypatch):
+    """A run seeds everything, then builds the tiny model in the same process (nothing cached yet): it must
+    draw what a run that loads the built model draws (the build seeds torch from model.tiny_seed)."""
+    import random
+
+    import numpy as np
+
+    from rcea.config import load_config
+    from rcea.seeds import seed_everything
+    from rcea.tiny import ensure_tiny_model
+
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    cfg = load_config("tiny", None, ["model.tiny_layers=1", "model.tiny_hidden=32", "model.tiny_intermediate=64"])
+
+    def draws():
+        return random.random(), float(np.random.rand()), torch.rand(4).tolist()
+
+    seed_everything(11)
+    ensure_tiny_model(cfg)                    # built here
+    built = draws()
+    seed_everything(11)
+    ensure_tiny_model(cfg)                    # loaded: already built
+    loaded = draws()
+    assert built == loaded

@@ -137,7 +137,7 @@ def test_demo_runs_every_stage_in_order(capsys, dry, monkeypatch):
         "results -> results/tiny/"]
     lines = out.splitlines()
     # each run enqueues its measurements right after its own training
-    i = lines.index(f"{LOCAL['train']} -m train --method kl_cov --scale tiny")
+    i = lines.index(f"{LOCAL['train']} -m train --method kl_cov --scale tiny --resume")
     assert lines[i + 1] == f"{LOCAL['infer']} -m infer enqueue --scale tiny --method kl_cov --what all"
     assert "train.max_steps=4" in os.environ["RCEA_OVERRIDES"]  # quick budgets reach every stage
     assert "docker" not in out  # the demo is tiny: it never needs Docker
@@ -163,9 +163,9 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
         assert "3b" not in ln and "tiny" not in ln, ln
     expected = [
         "docker compose run --rm train python -m rcea.prepare --scale 7b",
-        "docker compose run --rm train python -m train --method grpo --scale 7b",
+        "docker compose run --rm train python -m train --method grpo --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method grpo --what all",
-        "docker compose run --rm train python -m train --method kl_cov --scale 7b",
+        "docker compose run --rm train python -m train --method kl_cov --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method kl_cov --what all",
         "env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up --attach-dependencies "
         "--abort-on-container-failure infer-workers",

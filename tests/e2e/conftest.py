@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.studies import METHODS, ray_study, rehearsal_study
+from tests.e2e.studies import METHODS, ray_study, rehearsal_study, resumed_study
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,17 +30,18 @@ def demo(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def studies(request, tmp_path_factory):
-    """{"ray": future, "rehearsal": future} of the studies that only read the demo's folder (tests/e2e/studies.py),
+    """{"ray": future, "rehearsal": future, "resume": future} of the studies that only read the demo's folder (tests/e2e/studies.py),
     each started in a thread right after the demo, for the tests selected in this session. Side by side they
     overlap each other and the demo's own checks (mostly single-threaded subprocesses) on the two cores."""
     selected = {item.path.name for item in request.session.items}
-    wanted = [name for name, module in (("ray", "test_demo_ray.py"), ("rehearsal", "test_rehearsal.py"))
-              if module in selected]
+    wanted = [name for name, module in (("ray", "test_demo_ray.py"), ("rehearsal", "test_rehearsal.py"),
+                                        ("resume", "test_resume.py")) if module in selected]
     if not wanted:
         yield {}
         return
     data = request.getfixturevalue("demo")[0]
     with ThreadPoolExecutor(max_workers=len(wanted)) as pool:  # leaving it waits for both
         start = {"ray": lambda: pool.submit(ray_study, data, tmp_path_factory.mktemp("ray")),
-                 "rehearsal": lambda: pool.submit(rehearsal_study, data / "models", tmp_path_factory.mktemp("rehearsal"))}
+                 "rehearsal": lambda: pool.submit(rehearsal_study, data / "models", tmp_path_factory.mktemp("rehearsal")),
+                 "resume": lambda: pool.submit(resumed_study, data, tmp_path_factory.mktemp("resume"))}
         yield {name: start[name]() for name in wanted}

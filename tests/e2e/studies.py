@@ -1,17 +1,23 @@
-"""The two studies that only read the quick demo's folder, run as `scripts/run` subprocesses.
+"""The studies that only read the quick demo's folder, run as `scripts/run` subprocesses.
 
-`conftest.py` starts both together in threads as soon as the demo is done (each is a few minutes of
-mostly single-threaded work, so side by side they share the two cores); `test_demo_ray.py` and
-`test_rehearsal.py` check what each left. Not collected (the name is not test_*.py).
+`conftest.py` starts them together in threads as soon as the demo is done (each is a few minutes of
+mostly single-threaded work, so side by side they share the two cores); `test_demo_ray.py`,
+`test_rehearsal.py` and `test_resume.py` check what each left. Two of them are killed -9 at seeded random
+points and rerun (`killed_and_rerun`). Not collected (the name is not test_*.py).
 """
 from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import shutil
+import signal
 import subprocess
+import threading
+import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,21 +25,117 @@ METHODS = ("grpo", "kl_cov")  # what the session fixture `demo` (conftest.py) tr
 BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math")
 
 
-def ray_study(data: Path, tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess]:
-    """`scripts/run demo --quick --engine ray` on a copy of the demo's model, training pool and training runs
-    (its measurements, labels and results are not copied); returns (the copy's data folder, the run)."""
+# Stages in order (rcea/ops/study.py). A kill aimed at a stage lands a seeded random moment after the stage
+# began: for train and workers after this run has made some progress in it (one more complete checkpoint,
+# one more complete table part), plus 0 to KILL_WITHIN seconds; for the others 0.5 to KILL_WITHIN seconds after
+# its banner. A kill drawn later than the stage lasts lands in a later stage: it is recorded as such.
+STAGES = ("prepare", "train", "workers", "judge", "modes", "audit", "aggregate", "results")
+KILL_WITHIN = {"prepare": 8.0, "train": 12.0, "workers": 20.0, "judge": 6.0, "modes": 6.0, "audit": 4.0,
+               "aggregate": 15.0, "results": 2.0}
+PROGRESS = {"train": "train/tiny/*/checkpoints/checkpoint-*/*.pt.manifest.json",
+            "workers": "infer/tiny/tables/*/*.parquet.manifest.json"}
+BANNER = re.compile(r"^=== \[(\d+)/(\d+)\] ")
+
+
+@dataclass
+class KilledStudy:
+    run: subprocess.CompletedProcess          # the last, uninterrupted rerun
+    kills: list[tuple[str, str, float]] = field(default_factory=list)  # (aimed at, running when killed, delay)
+    outputs: list[str] = field(default_factory=list)                    # what each killed run printed
+    started: float = 0.0                                                 # time.time() at the first start
+
+
+def _count(data: Path, stage: str) -> int:
+    return len(list(data.glob(PROGRESS[stage]))) if stage in PROGRESS else 0
+
+
+def _run_until_killed(cmd, env, data: Path, stage: str, rng: random.Random) -> tuple[str, float, str] | None:
+    """Start `cmd` in its own process group, wait for `stage` (see KILL_WITHIN), then kill -9 the whole group.
+    Returns (the stage running at the kill, the delay, the output), or None if the study finished first."""
+    before = _count(data, stage)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines, seen, reached = [], [0], threading.Event()
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+            m = BANNER.match(line)
+            if m:
+                seen[0] = int(m.group(1))
+                if seen[0] >= STAGES.index(stage) + 1:
+                    reached.set()
+        reached.set()   # the output ended: the study finished (or failed)
+
+    def wait(until, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and not until() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        reached.wait(timeout=1200)
+        if stage in PROGRESS:
+            wait(lambda: _count(data, stage) > before or seen[0] > STAGES.index(stage) + 1, 900)
+        delay = rng.uniform(0.0 if stage in PROGRESS else 0.5, KILL_WITHIN[stage])
+        wait(lambda: False, delay)
+        finished = proc.poll() is not None
+        if not finished:
+            os.killpg(proc.pid, signal.SIGKILL)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    finally:
+        proc.wait()
+        reader.join(timeout=30)
+    out = "".join(lines)
+    if finished:
+        assert proc.returncode == 0, f"the study failed before its kill in {stage}:\n{out[-4000:]}"
+        return None
+    return STAGES[max(seen[0], 1) - 1], delay, out
+
+
+def killed_and_rerun(cmd, env, data: Path, stages, seed: int) -> KilledStudy:
+    """Kill the study once in each of `stages` (in order; each a fresh start of the same command, at a seeded
+    random moment of that stage), then run it to the end once more."""
+    rng, result = random.Random(seed), KilledStudy(None, started=time.time())
+    for stage in stages:
+        got = _run_until_killed(cmd, env, data, stage, rng)
+        if got is None:
+            break
+        running, delay, out = got
+        result.kills.append((stage, running, round(delay, 1)))
+        result.outputs.append(out)
+    result.run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    return result
+
+
+def resumed_study(data: Path, tmp_path: Path, seed: int = 23) -> tuple[Path, KilledStudy]:
+    """The quick demo with the local engine from the demo's models only (the warm start is not redone), killed
+    -9 at a seeded random point of every stage and rerun each time, then once to the end."""
+    new = tmp_path / "data"
+    shutil.copytree(data / "models", new / "models")
+    env = dict(os.environ, RCEA_DATA=str(new), RCEA_RESULTS=str(tmp_path / "results"))
+    env.pop("RCEA_OVERRIDES", None)
+    cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS)]
+    return new, killed_and_rerun(cmd, env, new, STAGES, seed)
+
+
+def ray_study(data: Path, tmp_path: Path, seed: int = 7) -> tuple[Path, KilledStudy]:
+    """`scripts/run demo --quick --engine ray` on a copy of the demo's models (the warm start is not redone),
+    killed -9 at a seeded random point of the stages Ray runs (train, workers) and rerun each time, then once
+    to the end; returns (the copy's data folder, the runs)."""
     ray_data = tmp_path / "data"
-    shutil.copytree(data, ray_data, ignore=lambda d, names: [n for n in names if Path(d) == data and
-                                                               n in ("infer", "results", "logs")])
+    shutil.copytree(data / "models", ray_data / "models")
     # RAY_ADDRESS=local: a Ray of its own, as with nothing running. Without it, Ray joins the cluster named in
     # /tmp/ray/ray_current_cluster, which tests/cluster's three-node cluster writes while it runs (scripts/test
     # runs that area beside this one).
     env = dict(os.environ, RCEA_DATA=str(ray_data), RCEA_RESULTS=str(tmp_path / "results"),
                RCEA_LEDGER=str(tmp_path / "ledger.sqlite"), RAY_ADDRESS="local")
     env.pop("RCEA_OVERRIDES", None)
-    run = subprocess.run([str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS),
-                          "--engine", "ray"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-    return ray_data, run
+    cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS), "--engine", "ray"]
+    return ray_data, killed_and_rerun(cmd, env, ray_data, ("train", "workers"), seed)
 
 
 def toml_value(v) -> str:

@@ -1,8 +1,13 @@
-"""`--engine ray` gives the default engine's study: the quick demo's training runs reused, every
-measurement, label and result redone through a local Ray, and the same report and tables come out."""
+"""`--engine ray` gives the default engine's study, and resumes by rerunning it: from the quick demo's models,
+the training runs and every measurement through a local Ray, killed -9 at a seeded random point of the train
+stage and again of the workers stage, each time rerun with the same command; the same report and tables come
+out as the demo's uninterrupted study, and no unit leaves a temporary folder behind."""
 
 from __future__ import annotations
 
+import glob
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -19,12 +24,18 @@ def _parts(data: Path) -> dict[str, bytes]:
 
 def test_the_ray_engine_gives_the_default_engines_report_and_tables(demo, studies):
     data, _, _ = demo
-    ray_data, run = studies["ray"].result()   # tests/e2e/studies.py: ray_study
+    ray_data, study = studies["ray"].result()   # tests/e2e/studies.py: ray_study
+    run = study.run
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert [k[0] for k in study.kills] == ["train", "workers"], study.kills   # (aimed at, landed in, delay)
+    assert study.kills[0][1] == "train", study.kills
+    assert not re.search(r"\[train:ray\] \d+ done, ", study.outputs[0])     # killed before training finished
     out = run.stdout
     assert "[ray] connected to a local Ray instance; dashboard:" in out
-    assert f"[train:ray] {len(METHODS)} unit(s) already complete, skipped" in out   # the runs are reused
-    assert "[workers:ray] infer 0/" in out and "0 failed" in out.split("[workers:ray]")[-1]
+    assert f"[train:ray] {len(METHODS)} unit(s) already complete, skipped" in out   # resumed, then reused
+    assert "[workers:ray]" in out and "0 failed" in out.split("[workers:ray]")[-1]
+    left = [p for p in glob.glob("/tmp/rcea-unit-*") if os.stat(p).st_mtime >= study.started]
+    assert not left, f"a killed unit left its temporary folder: {left}"
     parts = _parts(ray_data)
     assert parts and parts == _parts(data)                       # every table part, byte for byte
     report = (ray_data / "results" / "tiny" / "report.md").read_text()

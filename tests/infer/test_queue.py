@@ -1,5 +1,6 @@
 """The SQLite job queue and the worker loop, with fake jobs (no model)."""
 
+import json
 import threading
 import time
 
@@ -180,3 +181,61 @@ def test_a_full_disk_is_reported_as_itself_and_the_queue_stays_usable(tmp_path):
     assert q.enqueue("after", "probe", {"x": 2}) == "added" and q.counts()["pending"] >= 2
     job = q.claim("w")
     assert job is not None and q.finish(job.id, "w", None)
+
+
+def _killed_three_times(q, key):
+    """Claim `key` until the queue gives up on it, each holder dying (its lease runs out)."""
+    for _ in range(q.max_attempts):
+        assert q.claim("doomed").key == key
+        time.sleep(q.lease_s + 0.05)
+    assert q.claim("next") is None
+
+
+def test_a_rerun_retries_a_job_whose_workers_were_killed_bounded_and_says_so(tmp_path):
+    """A job killed max_attempts times is failed; enqueueing it again (what every rerun of the study does)
+    makes it pending with fresh attempts, KILLED_ROUNDS times; a job that failed with an error is left alone."""
+    from infer.queue import KILLED_ROUNDS
+
+    q = Queue(tmp_path / "q.sqlite", lease_s=0.1, max_attempts=3)
+    q.enqueue("killed", "k", {})
+    _killed_three_times(q, "killed")
+    q.enqueue("broken", "k", {})
+    job = q.claim("w")
+    q.finish(job.id, "w", error="ValueError: bad input")
+    for round_ in range(1, KILLED_ROUNDS + 1):
+        assert q.enqueue("killed", "k", {}) == "retried"
+        assert q.enqueue("broken", "k", {}) == "exists"          # an error repeats: --retry-failed decides
+        assert {j["key"]: j["state"] for j in q.jobs()} == {"killed": "pending", "broken": "failed"}
+        assert {j["key"]: j["rounds"] for j in q.jobs()}["killed"] == round_
+        _killed_three_times(q, "killed")
+    assert q.enqueue("killed", "k", {}) == "exists"              # bounded: now it needs --retry-failed
+    assert q.enqueue("killed", "k", {}, retry_failed=True) == "retried"
+
+
+def test_a_done_job_whose_output_part_is_gone_is_enqueued_again(tmp_path, monkeypatch, capsys):
+    """`python -m infer enqueue` checks the files, not the queue's flag: a job marked done whose table part was
+    deleted (or never completed) runs again; one whose parts are all complete stays done."""
+    from infer.__main__ import main
+    from rcea.layout import queue_path
+    from rcea.store import write_manifest
+    from rcea.units import MeasureUnit
+
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
+    assert main(["enqueue", "--scale", "tiny", "--method", "base"]) == 0
+    q = Queue(queue_path("tiny"))
+    while (job := q.claim("w")) is not None:                    # every job "done", as a worker marks it
+        q.finish(job.id, "w")
+    keep = next(j for j in q.jobs() if j["kind"] == "greedy")
+    unit = MeasureUnit.from_job({**keep, "payload": json.loads(keep["payload"])})
+    for part in unit.outputs(tmp_path):                          # that job's outputs written and complete
+        part.parent.mkdir(parents=True, exist_ok=True)
+        part.write_bytes(b"part")
+        write_manifest(part)
+    capsys.readouterr()
+    assert main(["enqueue", "--scale", "tiny", "--method", "base"]) == 0
+    out = capsys.readouterr().out
+    states = {j["key"]: j["state"] for j in q.jobs()}
+    assert states.pop(keep["key"]) == "done" and f"exists   {keep['key']}" in out
+    assert states and set(states.values()) == {"pending"}
+    assert all(f"redo     {k}" in out for k in states)

@@ -102,10 +102,46 @@ def test_killed_and_resumed_run_ends_with_the_same_adapter(method, tmp_path):
 
 
 def test_output_folder_with_other_config_is_refused(tmp_path):
+    """Once a checkpoint exists under a configuration, a run with other training settings is refused."""
+    from rcea import layout
     from rcea.config import ConfigError
+    from rcea.store import write_manifest
 
     cfg = load_config("tiny", "grpo", FAST)
-    cfg.write(tmp_path)
+    cfg.write(tmp_path, "train")
+    ckpt = tmp_path / "checkpoints" / "checkpoint-1"
+    ckpt.mkdir(parents=True)
+    (ckpt / layout.TRAINER_STATE).write_bytes(b"state")
+    write_manifest(ckpt / layout.TRAINER_STATE, cfg=cfg, step=1)
     other = load_config("tiny", "grpo", FAST + ["train.learning_rate=0.5"])
-    with pytest.raises(ConfigError, match="different configuration"):
+    with pytest.raises(ConfigError, match="different configuration.*train.learning_rate"):
         run_training(other, tmp_path, reward="synthetic", log=lambda _: None)
+
+
+def test_a_failed_set_up_leaves_no_configuration_that_blocks_the_corrected_rerun(tmp_path):
+    """A run that fails before its first checkpoint (a negative learning rate: torch refuses it when the
+    optimizer is made) made nothing under its configuration: the corrected command trains into the folder."""
+    bad = load_config("tiny", "grpo", FAST + ["train.max_steps=1", "train.learning_rate=-1"])
+    with pytest.raises(ValueError, match="learning rate"):
+        run_training(bad, tmp_path, reward="synthetic", log=lambda _: None)
+    assert (tmp_path / "config" / "resolved.json").exists()      # what the failed set-up left behind
+    good = load_config("tiny", "grpo", FAST + ["train.max_steps=1"])
+    summary = run_training(good, tmp_path, reward="synthetic", log=lambda _: None)
+    assert summary["global_step"] == 1
+    resolved = json.loads((tmp_path / "config" / "resolved.json").read_text())
+    assert resolved["settings"]["train.learning_rate"]["value"] == good["train.learning_rate"]
+
+
+def test_a_second_run_into_a_folder_being_trained_is_refused_naming_the_first(tmp_path):
+    """Two studies on one data folder: the second training into the same run folder stops at once, naming
+    the process that holds it (its lock is dropped by the kernel when that process ends or is killed)."""
+    import os
+
+    from rcea import layout
+    from rcea.store import folder_lock
+
+    cfg = load_config("tiny", "grpo", FAST)
+    with folder_lock(tmp_path / layout.RUN_LOCK):   # the first study, training here
+        with pytest.raises(TrainSetupError, match=rf"in use by pid {os.getpid()} on .*wait until it has finished"):
+            run_training(cfg, tmp_path, reward="synthetic", log=lambda _: None)
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "steps.jsonl").exists()
