@@ -16,6 +16,7 @@ import pandas as pd
 from rcea.config import load_config
 from rcea.data import benchmark_questions, chat_messages, probe_questions
 from rcea.paths import data_dir
+from rcea.store import checkpoint_complete
 from rcea.units import JOB_OUTPUTS, part_name
 
 from infer.backends import SamplingSpec
@@ -46,9 +47,9 @@ def adapter_path(rel: str | None) -> str | None:
     if rel is None:
         return None
     path = data_dir() / rel
-    if not (path / "adapter_config.json").exists() or not any(path.glob("adapter_model.*")):
-        raise JobInputError(f"checkpoint {rel} is missing or incomplete (needs adapter_config.json and "
-                            "adapter_model.*); finish or rerun training, then re-enqueue with --retry-failed")
+    if not checkpoint_complete(path):
+        raise JobInputError(f"checkpoint {rel} is missing or incomplete (needs its adapter files and the "
+                            "manifest training writes last); finish or rerun training, then re-enqueue with --retry-failed")
     return str(path)
 
 

@@ -1,6 +1,6 @@
 """What to run: checkpoint discovery, milestones, the dense trace, and the job list of one run.
 
-Checkpoints are the complete LoRA adapter folders under data/train/<scale>/<method>/checkpoints/
+Checkpoints are the complete (rcea.store.checkpoint_complete) LoRA adapter folders under data/train/<scale>/<method>/checkpoints/
 checkpoint-<step>/ plus the base policy (method `base`, step 0). The run length is the `max_steps` of
 the newest trainer_state.json (else `train.max_steps`, else the newest step). Milestones are the
 checkpoints nearest 25/50/75/100% of the run; the dense greedy trace (`eval.trace_benchmark`, MATH500
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from rcea.layout import checkpoints_dir
 from rcea.paths import data_dir
+from rcea.store import checkpoint_complete
+from rcea.units import KINDS
 
 CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
-KINDS = ("greedy", "passk", "probe", "covariance")
 NOMINAL_SIZES = {"amc23": 40, "aime24": 30, "aime25": 30, "math500": 500, "minerva_math": 40}
 
 
@@ -41,12 +42,12 @@ def adapter_rel(scale: str, method: str, step: int) -> str:
 
 
 def discover(scale: str, method: str) -> list[Checkpoint]:
-    """Complete adapter checkpoints of one run, by step (a folder without adapter files is skipped)."""
+    """Complete checkpoints of one run (rcea.store.checkpoint_complete), by step; the others are skipped."""
     root = checkpoints_dir(scale, method)
     found = []
     for d in sorted(root.glob("checkpoint-*")) if root.exists() else []:
         m = CKPT_RE.match(d.name)
-        if m and (d / "adapter_config.json").exists() and any(d.glob("adapter_model.*")):
+        if m and checkpoint_complete(d):
             found.append(Checkpoint(method, int(m.group(1)), adapter_rel(scale, method, int(m.group(1)))))
     return sorted(found, key=lambda c: c.step)
 

@@ -8,7 +8,7 @@ line with `run-job`. `run-job` runs its jobs in one process (the model is loaded
 same checkpoint), skips a job whose outputs are complete, and exits with
     0   every job done (or already complete)
     2   a job's inputs are wrong (missing checkpoint, changed configuration): a retry would fail again
-    75  a transient failure (out of GPU memory, a lost connection): worth retrying elsewhere
+    75  a transient failure (out of GPU memory, a lost connection: rcea.units.TRANSIENT): worth retrying elsewhere
     1   anything else
 """
 
@@ -21,10 +21,9 @@ import traceback
 from pathlib import Path
 
 from rcea.progress import duration, timing
+from rcea.units import EXIT_TRANSIENT, is_transient
 
-EXIT_INPUT, EXIT_TRANSIENT = 2, 75
-# Exception type names a retry on another worker or GPU can cure.
-TRANSIENT = ("OutOfMemoryError", "ConnectionError", "ConnectionResetError", "TimeoutError", "BrokenPipeError")
+EXIT_INPUT = 2
 
 
 def add_parsers(sub, scales, methods, kinds) -> None:
@@ -105,7 +104,7 @@ def cmd_run_job(args) -> int:
             print(f"[run-job] {spec['key']}: FAILED (inputs) {exc}", file=sys.stderr, flush=True)
             worst = worst or EXIT_INPUT
         except Exception as exc:  # the other jobs of the batch still run
-            transient = type(exc).__name__ in TRANSIENT
+            transient = is_transient(f"{type(exc).__name__}: {exc}")
             print(f"[run-job] {spec['key']}: FAILED ({'transient' if transient else 'error'}) "
                   f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}", file=sys.stderr, flush=True)
             worst = EXIT_TRANSIENT if transient else (worst if worst == EXIT_TRANSIENT else 1)

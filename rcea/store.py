@@ -94,6 +94,17 @@ def is_complete(artifact: str | Path) -> bool:
     return artifact.exists() and manifest_path(artifact).exists()
 
 
+def checkpoint_complete(folder: str | Path) -> bool:
+    """The one definition of a complete training checkpoint (training resumes from it, measurements read it):
+    the manifest of its trainer state, which the trainer writes after every other file of the checkpoint
+    (train/run.py), and its adapter files still there."""
+    from rcea.layout import TRAINER_STATE
+
+    folder = Path(folder)
+    return (is_complete(folder / TRAINER_STATE) and (folder / "adapter_config.json").exists()
+            and any(folder.glob("adapter_model.*")))
+
+
 def write_parquet(df, path: str | Path, cfg=None, seeds: dict | None = None, **extra: Any) -> Path:
     """Write a DataFrame as Parquet atomically, then its manifest."""
     path = Path(path)

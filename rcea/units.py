@@ -29,9 +29,27 @@ from rcea import layout
 from rcea.store import is_complete
 
 ROLES = ("train", "infer")
-# Tables each measurement kind writes (one part per job, see infer/tables.py).
+# Tables each measurement kind writes (one part per job, see infer/tables.py); its keys are the job kinds.
 JOB_OUTPUTS = {"greedy": ("greedy",), "passk": ("passk",), "probe": ("tokens", "questions", "samples"),
                "covariance": ("covariance",)}
+KINDS = tuple(JOB_OUTPUTS)
+# Units of each role running side by side on one machine: the tiny scale on CPU (two tiny training runs, one
+# measurement process; each uses one CPU thread), real scales on GPUs (one training GPU, eight workers).
+SLOTS = {"cpu": {"train": 2, "infer": 1}, "gpu": {"train": 1, "infer": 8}}
+# The transient-exit contract of every unit's process: exit EXIT_TRANSIENT (or death by a signal) means a
+# retry can cure it; so does a failure whose text matches one of TRANSIENT (an exception's type name or
+# message, as `python -m infer run-job` classifies what it caught and the executors read a unit's log).
+EXIT_TRANSIENT = 75
+TRANSIENT = (r"OutOfMemoryError", r"CUDA out of memory", r"NCCL error", r"ConnectionError",
+             r"ConnectionResetError", r"Connection reset by peer", r"TimeoutError", r"BrokenPipeError",
+             r"ECC error", r"CUDA error: an illegal memory access")
+
+
+def is_transient(text: str) -> bool:
+    """Whether a failure's text names a transient cause (TRANSIENT)."""
+    import re
+
+    return any(re.search(p, text) for p in TRANSIENT)
 
 
 def digest(spec) -> str:

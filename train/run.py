@@ -210,10 +210,10 @@ def lora_config(cfg: Config):
 
 
 def complete_checkpoints(ckpt_dir: Path) -> list[Path]:
-    from rcea.store import is_complete
+    from rcea.store import checkpoint_complete
 
     found = [p for p in ckpt_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return sorted((p for p in found if is_complete(p / layout.TRAINER_STATE)), key=lambda p: int(p.name.split("-")[-1]))
+    return sorted((p for p in found if checkpoint_complete(p)), key=lambda p: int(p.name.split("-")[-1]))
 
 
 def newest_checkpoint(ckpt_dir: Path) -> Path | None:

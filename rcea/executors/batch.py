@@ -27,12 +27,7 @@ import time
 from pathlib import Path
 
 from rcea.paths import project_root
-from rcea.units import role_python
-
-EXIT_TRANSIENT = 75   # `python -m infer run-job`: a retry can cure it (see infer/unit_cli.py)
-# Failures a retry on another GPU or node can cure, as they appear in a unit's log.
-TRANSIENT_PATTERNS = (r"CUDA out of memory", r"OutOfMemoryError", r"NCCL error", r"Connection reset by peer",
-                      r"ECC error", r"CUDA error: an illegal memory access")
+from rcea.units import EXIT_TRANSIENT, is_transient, role_python
 # Environment the driver hands to every unit (it may run on another node, which has its own environment).
 PASS_ENV = ("RCEA_OVERRIDES", "HF_HUB_OFFLINE", "OMP_NUM_THREADS")
 
@@ -102,7 +97,7 @@ def run_batch(batch, data_root, env: dict | None = None, gpu_ids=None, attempt_n
         fh.seek(start)
         tail = fh.read().decode(errors="replace")[-4000:]
     where = f"{', '.join(u.key for u in todo)} (log: {log})"
-    if rc < 0 or rc == EXIT_TRANSIENT or (rc != 0 and any(re.search(p, tail) for p in TRANSIENT_PATTERNS)):
+    if rc < 0 or rc == EXIT_TRANSIENT or (rc != 0 and is_transient(tail)):
         cause = f"killed by signal {-rc}" if rc < 0 else f"exit {rc}"
         raise TransientUnitError(f"{cause}: {where}")
     if rc != 0:

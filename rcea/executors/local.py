@@ -11,8 +11,9 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from rcea.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
+from rcea.units import SLOTS
 
-DEFAULT_PARALLEL = {"train": 2, "infer": 1}
+DEFAULT_PARALLEL = SLOTS["cpu"]
 
 
 def run_local(batches, data_root, ledger, progress, report, log=print, parallel: dict | None = None,

@@ -22,6 +22,7 @@ import socket
 import time
 
 from rcea.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
+from rcea.units import SLOTS
 
 
 def _ray():
@@ -95,8 +96,7 @@ def connect(address: str | None, parallel: dict | None = None, gpus: bool = True
     if address:
         ctx = ray.init(address=address, **kwargs)
     else:
-        slots = {"train": 2, "infer": 1} if not gpus else {"train": 1, "infer": 8}
-        slots.update(parallel or {})
+        slots = {**SLOTS["gpu" if gpus else "cpu"], **(parallel or {})}
         kwargs.setdefault("resources", slots)
         # address="local": a Ray of our own. Without it ray.init joins whatever cluster Ray's address file
         # (/tmp/ray/ray_current_cluster) names, e.g. one the user started with `ray start` for something else.

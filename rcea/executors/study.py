@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
-from rcea.units import MeasureUnit, TrainUnit
+from rcea.units import SLOTS, MeasureUnit, TrainUnit
 
-TINY_SLOTS = {"train": 2, "infer": 1}   # a local Ray on CPU: two tiny runs side by side, one measurement process
 
 
 class RayStage:
@@ -58,7 +57,7 @@ class RayStage:
 
         opts = {"address": self.address, "gpus": self.gpus}
         if not self.gpus and not self.address:
-            opts["parallel"] = dict(TINY_SLOTS)
+            opts["parallel"] = dict(SLOTS["cpu"])   # a local Ray on CPU: the tiny scale's slots
         report = execute(units, "ray", log=self.log, label=stage, **opts)
         if report.failed:
             lines = "\n".join(f"  {k}: {v}" for k, v in sorted(report.failed.items()))

@@ -14,8 +14,9 @@ from invoke.exceptions import Exit
 
 from rcea import layout
 from rcea.config import METHODS, SCALES, ConfigError, load_config  # rcea.config needs only the stdlib
+from rcea.units import KINDS
 
-WHATS = ("greedy", "passk", "probe", "covariance", "all")
+WHATS = (*KINDS, "all")
 ROLES = ("train", "infer", "aggregate")
 MAX_WORKERS = 8
 # Which environment (and container) runs each entry module.

@@ -32,13 +32,14 @@ from invoke.exceptions import Exit
 from rcea.ops import commands as cmd
 from rcea.progress import duration
 from rcea.ops.shell import ROOT, container_ids, is_dry, run_all, run_side_by_side
+from rcea.units import SLOTS
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
 QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
                    "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=4",
                    "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
                    "aggregate.bootstrap_resamples=200")
-TINY_TRAIN_JOBS = 2  # objectives trained side by side on CPU: each tiny run uses one CPU thread
+TINY_TRAIN_JOBS = SLOTS["cpu"]["train"]  # objectives trained side by side on CPU (rcea.units.SLOTS)
 
 # Rough share of the tiny study's time per stage (measured on 2 cores: prepare ~110 s, each objective ~50 s
 # with two side by side, the workers ~110 s); the "left" estimate scales them by the pace so far.

@@ -9,6 +9,8 @@ import pytest
 from invoke.exceptions import Exit
 
 from rcea.executors.study import RayStage
+from rcea.layout import TRAINER_STATE
+from rcea.store import write_manifest
 from rcea.units import batches
 
 
@@ -19,6 +21,8 @@ def _fake_run(root, method, steps, max_steps):
         (d / "adapter_config.json").write_text("{}")
         (d / "adapter_model.safetensors").write_text("")
         (d / "trainer_state.json").write_text(json.dumps({"max_steps": max_steps}))
+        (d / TRAINER_STATE).write_bytes(b"state")
+        write_manifest(d / TRAINER_STATE, step=s)   # written last by training: the checkpoint is complete
 
 
 def _ctx(dry=False):

@@ -27,6 +27,8 @@ def _build(root):
     from transformers import AutoModelForCausalLM
 
     from rcea.config import load_config
+    from rcea.layout import TRAINER_STATE
+    from rcea.store import write_manifest
     from rcea.tiny import model_path
 
     old = os.environ.get("RCEA_DATA")
@@ -55,6 +57,8 @@ def _build(root):
         ckpt = root / "train" / "tiny" / "grpo" / "checkpoints" / f"checkpoint-{step}"
         peft.save_pretrained(ckpt)
         (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": max(CHECKPOINT_STEPS)}))
+        (ckpt / TRAINER_STATE).write_bytes(b"state")
+        write_manifest(ckpt / TRAINER_STATE, step=step)   # training writes it last: the checkpoint is complete
     (root / "base_model.txt").write_text(str(base))
     return root
 

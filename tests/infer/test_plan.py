@@ -5,6 +5,8 @@ import json
 import pytest
 
 from rcea.config import load_config
+from rcea.layout import TRAINER_STATE
+from rcea.store import write_manifest
 
 from infer.plan import BASE, dense_trace, discover, milestones, plan_jobs
 
@@ -13,10 +15,12 @@ def _fake_run(root, steps, max_steps, broken=()):
     for s in steps:
         d = root / "train" / "3b" / "grpo" / "checkpoints" / f"checkpoint-{s}"
         d.mkdir(parents=True)
-        if s not in broken:
-            (d / "adapter_config.json").write_text("{}")
-            (d / "adapter_model.safetensors").write_text("")
+        (d / "adapter_config.json").write_text("{}")
+        (d / "adapter_model.safetensors").write_text("")
         (d / "trainer_state.json").write_text(json.dumps({"max_steps": max_steps}))
+        if s not in broken:   # a checkpoint is complete once training wrote its last file's manifest
+            (d / TRAINER_STATE).write_bytes(b"state")
+            write_manifest(d / TRAINER_STATE, step=s)
 
 
 def test_milestones_dense_trace_and_jobs_at_3b(tmp_path, monkeypatch):
