@@ -26,7 +26,7 @@ from rcea.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
                                aggregate_command, audit_command, audit_import_command, audit_serve_command,
                                build_command, check_overrides, check_workers, choice, codebook_commands,
                                data_root, enqueue_command, judge_commands, local_command,
-                               parse_methods, results_dir, role_command, status_command, train_command,
+                               parse_methods, published_dir, role_command, status_command, train_command,
                                workers_command)
 from rcea.ops.shell import is_dry, require_compose, run_all
 from rcea.progress import duration
@@ -169,7 +169,7 @@ def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
     print(f"\n=== {name} done in {duration(took)}")
     if scale == "tiny":
         print(f"=== report: {data_root()}/results/tiny/report.md (tables/ and figures/ beside it)")
-    print(f"=== results: {results_dir() if scale == 'tiny' else 'results'}/{scale}/ on this machine")
+    print(f"=== results: {published_dir(scale)}/ on this machine")
 
 
 @task(help={"role": f"image to build: {', '.join(ROLES)} or all"})

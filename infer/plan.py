@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from rcea import layout
 from rcea.layout import checkpoints_dir
 from rcea.paths import data_dir
 from rcea.store import checkpoint_complete
@@ -38,7 +39,7 @@ BASE = Checkpoint("base", 0, None)
 
 
 def adapter_rel(scale: str, method: str, step: int) -> str:
-    return f"train/{scale}/{method}/checkpoints/checkpoint-{step}"
+    return layout.checkpoint_dir(scale, method, step, root="").as_posix()
 
 
 def discover(scale: str, method: str) -> list[Checkpoint]:

@@ -15,6 +15,7 @@
                                                 audit/audit.sqlite, audit/report.json
     llm_cache/<client>/                         cached judge and codebook responses
     results/<scale>/                            aggregated summary, tables, figures, report
+    logs/study/, logs/units/                    logs of the study's side-by-side commands and of work units
 
 `root` is the data folder as the caller sees it: `rcea.paths.data_dir()` by default (`RCEA_DATA`, else
 ./data), or the folder a command line names (the Compose volume is "data" inside the containers).
@@ -22,6 +23,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rcea.paths import data_dir
@@ -47,8 +49,55 @@ def run_dir(scale: str, run: str, root: str | Path | None = None) -> Path:
     return _root(root) / "train" / scale / run
 
 
+@dataclass(frozen=True)
+class RunFolder:
+    """The files of one training run folder (the default `run_dir`, or any --output folder)."""
+    path: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def checkpoint(self, step: int) -> Path:
+        return self.checkpoints / f"checkpoint-{step}"
+
+    @property
+    def steps_log(self) -> Path:
+        return self.path / "steps.jsonl"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / "tb"
+
+    @property
+    def summary(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config"
+
+    @property
+    def lock(self) -> Path:
+        return self.path / RUN_LOCK
+
+
+def run_folder(scale: str, run: str, root: str | Path | None = None) -> RunFolder:
+    return RunFolder(run_dir(scale, run, root))
+
+
 def checkpoints_dir(scale: str, run: str, root: str | Path | None = None) -> Path:
-    return run_dir(scale, run, root) / "checkpoints"
+    return run_folder(scale, run, root).checkpoints
+
+
+def checkpoint_dir(scale: str, run: str, step: int, root: str | Path | None = None) -> Path:
+    """One checkpoint folder; `root=""` gives it relative to the data folder (what job payloads name)."""
+    return run_folder(scale, run, root).checkpoint(step)
+
+
+def logs_dir(what: str, root: str | Path | None = None) -> Path:
+    """Logs of the study's runs (`study`: each side-by-side command) and of work units (`units`)."""
+    return _root(root) / "logs" / what
 
 
 def seeds_dir(scale: str, method: str, root: str | Path | None = None) -> Path:

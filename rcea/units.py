@@ -88,7 +88,7 @@ class TrainUnit:
 
     def output(self, data_root) -> Path:
         name = self.method if self.seed is None else f"{self.method}-seed{self.seed}"
-        return Path(data_root) / "train" / self.scale / name
+        return layout.run_dir(self.scale, name, data_root)
 
     def done(self, data_root) -> bool:
         """summary.json is written (then its manifest) only after the last checkpoint."""

@@ -236,7 +236,7 @@ def run_training(cfg: Config, output: Path | None = None, resume: bool = False, 
     check_host(cfg)
     out = Path(output) if output else default_output(cfg.scale, cfg.method)
     try:
-        with folder_lock(out / layout.RUN_LOCK):
+        with folder_lock(layout.RunFolder(out).lock):
             return _run_training(cfg, out, resume, reward, callbacks, log)
     except FolderBusy as exc:   # a second study (or `invoke train`) on the same folder: refuse, naming the first
         raise TrainSetupError(f"{exc}; wait until it has finished (or stop it), then rerun") from None
@@ -247,13 +247,14 @@ def _run_training(cfg: Config, out: Path, resume: bool, reward: str, callbacks, 
     from rcea.store import atomic_write_json, write_manifest
     from rcea.stats import FailureThresholds, failure_detector
 
-    ckpt_dir, steps_path = out / "checkpoints", out / "steps.jsonl"
+    files = layout.RunFolder(out)
+    ckpt_dir, steps_path = files.checkpoints, files.steps_log
     made = bool(complete_checkpoints(ckpt_dir)) if ckpt_dir.exists() else False
     # Refuses a folder holding a different training configuration, unless nothing was made under it (a
     # set-up that failed before its first checkpoint): then the corrected configuration replaces it.
     cfg.write(out, "train", replace=not made)
     start = newest_checkpoint(ckpt_dir) if ckpt_dir.exists() else None
-    finished = out / "summary.json"
+    finished = files.summary
     if start is not None and finished.exists():  # a complete run of this configuration: reuse it
         prev = json.loads(finished.read_text())
         if prev.get("config_hash") == cfg.hash("train") and Path(prev.get("final_adapter") or "").name == start.name:
@@ -282,7 +283,7 @@ def _run_training(cfg: Config, out: Path, resume: bool, reward: str, callbacks, 
     trainer = ObjectiveGRPOTrainer(
         model=model, reward_funcs=[reward_function(reward)], args=grpo_config(cfg, ckpt_dir),
         train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(cfg),
-        callbacks=[StepLogger(steps_path, out / "tb" if "tensorboard" in report_targets(cfg) else None),
+        callbacks=[StepLogger(steps_path, files.tensorboard if "tensorboard" in report_targets(cfg) else None),
                    ProgressLine(log), *callbacks],
         objective=cfg.method, objective_settings=settings_for(cfg), refill_seed=cfg["train.seed"],
     )
@@ -298,14 +299,14 @@ def _run_training(cfg: Config, out: Path, resume: bool, reward: str, callbacks, 
     summary = {
         "method": cfg.method, "scale": cfg.scale, "config_hash": cfg.hash("train"), "output": str(out),
         "checkpoints": [str(p) for p in final], "final_adapter": str(final[-1]) if final else None,
-        "steps_log": str(steps_path), "tensorboard": str(out / "tb"), "config": str(out / "config"),
+        "steps_log": str(steps_path), "tensorboard": str(files.tensorboard), "config": str(files.config),
         "global_step": trainer.state.global_step, "wall_s": round(time.time() - t0, 2),
         "failure_detector_reward_trace": failure_detector(
             [r["step"] for r in steps if "reward" in r], [r["reward"] for r in steps if "reward" in r],
             FailureThresholds.from_config(cfg)),
     }
-    atomic_write_json(out / "summary.json", summary)
-    write_manifest(out / "summary.json", cfg=cfg, seeds={"train": cfg["train.seed"]})
+    atomic_write_json(files.summary, summary)
+    write_manifest(files.summary, cfg=cfg, seeds={"train": cfg["train.seed"]})
     for key in ("output", "final_adapter", "steps_log", "tensorboard", "config"):
         log(f"[train] {key}: {summary[key]}")
     log(f"[train] failure detector (reward trace): {summary['failure_detector_reward_trace']}")

@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from rcea import layout
 from rcea.paths import project_root
 from rcea.units import EXIT_TRANSIENT, is_transient, role_python
 # Environment the driver hands to every unit (it may run on another node, which has its own environment).
@@ -46,7 +47,7 @@ def driver_env() -> dict:
 
 
 def log_path(data_root, group: str) -> Path:
-    return Path(data_root) / "logs" / "units" / (re.sub(r"[^\w.\-]+", "_", group)[:150] + ".log")
+    return layout.logs_dir("units", data_root) / (re.sub(r"[^\w.\-]+", "_", group)[:150] + ".log")
 
 
 def _die_with_parent() -> None:

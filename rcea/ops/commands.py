@@ -190,6 +190,12 @@ def results_dir() -> str:
     return os.environ.get("RCEA_RESULTS", "results")
 
 
+def published_dir(scale: str) -> str:
+    """Where `publish_command` puts a scale's results on the host: $RCEA_RESULTS/<scale> at the tiny scale,
+    ./results/<scale> at 3b/7b (the folder compose.yaml bind-mounts)."""
+    return f"{results_dir() if scale == 'tiny' else 'results'}/{scale}"
+
+
 def aggregate_command(scale: str, skip_bad_parts: bool = False) -> list[str]:
     root = data_root(scale)
     return role_command("aggregate", ["--input", str(layout.tables_dir(scale, root)),
@@ -200,8 +206,8 @@ def aggregate_command(scale: str, skip_bad_parts: bool = False) -> list[str]:
 def publish_command(scale: str) -> list[str]:
     """Copy data/results/<scale> to results/<scale> on the host (3b/7b: out of the named volume through
     the aggregate service's bind mount of ./results, see compose.yaml)."""
-    dest = f"{results_dir()}/{scale}" if scale == "tiny" else f"results/{scale}"
-    return role_command("rcea.publish", [str(layout.results_dir(scale, data_root(scale))), dest], scale)
+    return role_command("rcea.publish", [str(layout.results_dir(scale, data_root(scale))), published_dir(scale)],
+                        scale)
 
 
 def build_command(roles) -> list[str]:

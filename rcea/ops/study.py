@@ -29,6 +29,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from rcea import layout
 from rcea.ops import commands as cmd
 from rcea.progress import duration
 from rcea.ops.shell import ROOT, container_ids, is_dry, run_all, run_side_by_side
@@ -103,8 +104,8 @@ def study_stages(scale: str, methods, num_workers: int = cmd.MAX_WORKERS) -> lis
     stages.append(_stage("audit", "audit sample (pairs for the partition audit; drawn once)",
                          [_unit("audit", cmd.audit_command(scale, "sample", "--if-missing"))]))
     stages.append(_stage("aggregate", "aggregate", [_unit("aggregate", cmd.aggregate_command(scale))]))
-    dest = f"{cmd.results_dir()}/{scale}" if tiny else f"results/{scale}"
-    stages.append(_stage("results", f"results -> {dest}/", [_unit("results", cmd.publish_command(scale))]))
+    stages.append(_stage("results", f"results -> {cmd.published_dir(scale)}/",
+                         [_unit("results", cmd.publish_command(scale))]))
     return stages
 
 
@@ -146,7 +147,7 @@ def banner(i: int, stages: list[Stage], spent: float) -> str:
 
 def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = None) -> float:
     """Run the stages in order, each through `execute(c, stage, log_dir)`; returns the seconds it took."""
-    log_dir = log_dir or Path(cmd.data_root()) / "logs" / "study"
+    log_dir = log_dir or layout.logs_dir("study", cmd.data_root())
     if not is_dry(c):  # made here, as this user: Docker would create a missing bind-mount source as root
         results = ROOT / cmd.results_dir()
         results.mkdir(parents=True, exist_ok=True)

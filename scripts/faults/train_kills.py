@@ -33,8 +33,10 @@ def command(out: Path, steps: int, resume: bool) -> list[str]:
 
 
 def complete(out: Path) -> list[Path]:
-    return sorted((p for p in (out / "checkpoints").glob("checkpoint-*")
-                   if any(p.glob("*.manifest.json"))), key=lambda p: int(p.name.split("-")[1]))
+    from rcea.layout import RunFolder
+    from train.run import complete_checkpoints   # rcea.store.checkpoint_complete: the one definition
+
+    return complete_checkpoints(RunFolder(out).checkpoints)
 
 
 def tb_steps(tb: Path) -> dict[str, list[tuple[int, float]]]:

@@ -23,13 +23,24 @@ def test_paths_under_the_data_folder(monkeypatch, tmp_path):
     assert str(layout.tables_dir("3b", root="data")) == "data/infer/3b/tables"
 
 
+# The store's top folders (and a run's checkpoints folder): a path joined onto one of these names, or a string
+# starting with one, is a store path spelled by hand.
+STORE_NAMES = ("models", "prepared", "train", "seeds", "infer", "llm_cache", "results", "logs", "checkpoints")
+
+
 def _hand_built_paths(path: Path) -> list[int]:
-    """Lines where `data_dir() / "<literal>"` spells a folder of the store outside rcea.layout."""
+    """Lines spelling a folder of the store outside rcea.layout: `data_dir() / "<literal>"`, `x / "<store
+    name>"`, or an f-string starting with `<store name>/{...}`."""
     hits = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.left, ast.Call)
-                and getattr(node.left.func, "id", getattr(node.left.func, "attr", "")) == "data_dir"
-                and isinstance(node.right, ast.Constant)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant):
+            by_data_dir = (isinstance(node.left, ast.Call)
+                           and getattr(node.left.func, "id", getattr(node.left.func, "attr", "")) == "data_dir")
+            if by_data_dir or node.right.value in STORE_NAMES:
+                hits.append(node.lineno)
+        if (isinstance(node, ast.JoinedStr) and len(node.values) > 1 and isinstance(node.values[0], ast.Constant)
+                and node.values[0].value in {f"{n}/" for n in STORE_NAMES}
+                and isinstance(node.values[1], ast.FormattedValue)):
             hits.append(node.lineno)
     return hits
 
@@ -52,5 +63,8 @@ def test_no_role_spells_a_store_path_itself():
 
 def test_the_guard_sees_a_hand_built_path(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text('from rcea.paths import data_dir\nq = data_dir() / "infer" / "3b" / "queue.sqlite"\n')
-    assert _hand_built_paths(bad) == [2]
+    bad.write_text('from rcea.paths import data_dir\nq = data_dir() / "infer" / "3b" / "queue.sqlite"\n'
+                   'r = Path(root) / "train" / scale / method\n'
+                   'a = f"train/{scale}/{method}/checkpoints/checkpoint-{step}"\n'
+                   'c = out / "checkpoints"\n')
+    assert sorted(set(_hand_built_paths(bad))) == [2, 3, 4, 5]
