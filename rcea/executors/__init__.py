@@ -33,42 +33,63 @@ class Report:
 
 
 def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=print, label: str = "study",
-            **options) -> Report:
+            follow=None, **options) -> Report:
     """Run `units` with `engine`; `options` go to the engine (local: parallel, max_retries; ray: address,
-    parallel, max_retries, fake_gpus, on_event, init_kwargs)."""
+    parallel, max_retries, fake_gpus, on_event, init_kwargs). `follow(unit)` names the units that may start
+    once `unit` is complete (a training run's measurements): they join the run as soon as it is, or at
+    once for a unit found complete."""
     from rcea.paths import data_dir
 
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
     root = Path(data_root) if data_root is not None else data_dir()
     ledger = Ledger(ledger_path or default_ledger(root))
-    report, todo, totals, skipped_by_role = Report(), [], {}, {}
-    for batch in batches(units):
-        role = batch[0].role
-        totals[role] = totals.get(role, 0) + len(batch)
-        rest = []
-        for u in batch:
-            if u.done(root):
-                report.skipped.append(u.key)
-                skipped_by_role[role] = skipped_by_role.get(role, 0) + 1
-                if (ledger.state(u.key) or {}).get("state") != "done":
-                    ledger.set(u.key, role, "done", error=None)
-            else:
-                rest.append(u)
-        if rest:
-            todo.append(rest)
-    progress = Progress(totals, ledger, label=f"{label}:{engine}")
-    for role, n in skipped_by_role.items():
+    report, seen, counts = Report(), set(), {"total": {}, "skipped": {}}
+    progress = None
+
+    def triage(new_units) -> list[list]:
+        """The incomplete batches of `new_units` not seen before; complete ones are recorded as skipped
+        (and what follows them is triaged in turn)."""
+        todo, after = [], []
+        for batch in batches(u for u in new_units if u.key not in seen):
+            role = batch[0].role
+            seen.update(u.key for u in batch)
+            rest = []
+            for u in batch:
+                if u.done(root):
+                    report.skipped.append(u.key)
+                    counts["skipped"][role] = counts["skipped"].get(role, 0) + 1
+                    if (ledger.state(u.key) or {}).get("state") != "done":
+                        ledger.set(u.key, role, "done", error=None)
+                    after += follow(u) if follow else []
+                else:
+                    rest.append(u)
+            counts["total"][role] = counts["total"].get(role, 0) + len(batch)
+            if progress is not None:
+                progress.add(role, len(batch), done=len(batch) - len(rest))
+            if rest:
+                todo.append(rest)
+        return todo + (triage(after) if after else [])
+
+    todo = triage(units)
+    progress = Progress(dict(counts["total"]), ledger, label=f"{label}:{engine}")
+    for role, n in counts["skipped"].items():
         progress.done[role] = n
     if report.skipped:
-        log(f"[{label}:{engine}] {len(report.skipped)} unit(s) already complete, skipped")
+        by_role = ", ".join(f"{role} {n}" for role, n in counts["skipped"].items())
+        log(f"[{label}:{engine}] {len(report.skipped)} unit(s) already complete, skipped ({by_role})")
+
+    def expand(batch) -> list[list]:
+        """The batches that follow a completed batch (none without `follow`)."""
+        return triage([n for u in batch for n in follow(u)]) if follow else []
+
     try:
         if todo:
             if engine == "local":
                 from rcea.executors.local import run_local as runner
             else:
                 from rcea.executors.ray_exec import run_ray as runner
-            runner(todo, root, ledger, progress, report, log=log, **options)
+            runner(todo, root, ledger, progress, report, log=log, expand=expand, **options)
     finally:
         ledger.close()
     log(f"[{label}:{engine}] {report.summary()}")

@@ -102,6 +102,16 @@ class Progress:
         self.width = {r: 1 for r in totals}
         self.last, self.last_t, self.last_finished = "", 0.0, -1
 
+    def add(self, role: str, n: int, done: int = 0) -> None:
+        """`n` more units of `role` joined the run (units that follow a finished one), `done` of them complete."""
+        for counts in (self.totals, self.done, self.failed, self.running):
+            counts.setdefault(role, 0)
+        self.seconds.setdefault(role, [])
+        self.width.setdefault(role, 1)
+        self.totals[role] += n
+        self.done[role] += done
+        self.show()
+
     def start(self, role: str, n: int = 1) -> None:
         """`n` units of `role` started (one batch)."""
         self.running[role] += n

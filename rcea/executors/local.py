@@ -17,7 +17,7 @@ DEFAULT_PARALLEL = SLOTS["cpu"]
 
 
 def run_local(batches, data_root, ledger, progress, report, log=print, parallel: dict | None = None,
-              max_retries: int = 2) -> None:
+              max_retries: int = 2, expand=None) -> None:
     limits = {**DEFAULT_PARALLEL, **(parallel or {})}
     env = driver_env()
     waiting = [(b, 1) for b in batches]
@@ -39,10 +39,12 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
             finished, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
             for fut in finished:
                 batch, attempt = running.pop(fut)
-                _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log)
+                if _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) and expand:
+                    waiting += [(b, 1) for b in expand(batch)]
 
 
-def _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) -> None:
+def _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) -> bool:
+    """Record a finished batch (or queue its retry); True when it completed."""
     role, keys = batch[0].role, [u.key for u in batch]
     try:
         out = fut.result()
@@ -53,17 +55,18 @@ def _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report,
             for k in keys:
                 ledger.event(k, "retry", {"error": str(exc), "attempt": attempt})
             waiting.insert(0, (batch, attempt + 1))
-            return
+            return False
         _fail(batch, f"{exc} (after {attempt} attempts)", ledger, progress, report, log)
-        return
+        return False
     except (UnitError, OSError) as exc:
         _fail(batch, str(exc), ledger, progress, report, log)
-        return
+        return False
     per_unit = out["seconds"] / max(1, len(out["ran"]))
     for u in batch:
         ledger.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
         report.done.append(u.key)
     progress.finish(role, True, per_unit, n=len(batch))
+    return True
 
 
 def _fail(batch, error, ledger, progress, report, log) -> None:

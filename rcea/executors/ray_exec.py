@@ -119,30 +119,42 @@ def check_resources(ray, roles, gpus: bool) -> None:
 
 def run_ray(batches, data_root, ledger, progress, report, log=print, address: str | None = None,
             parallel: dict | None = None, gpus: bool = True, fake_gpus: bool = False, max_retries: int = 3,
-            on_event=None, init_kwargs: dict | None = None, poll_s: float = 0.5) -> None:
+            on_event=None, init_kwargs: dict | None = None, poll_s: float = 0.5, expand=None) -> None:
+    """Run `batches` as Ray tasks; `expand(batch)` gives the batches that may start once `batch` is complete
+    (rcea.executors.execute's `follow`), submitted at once."""
     ray = _ray()
     started = connect(address, parallel, gpus, init_kwargs, log)
     try:
-        check_resources(ray, sorted({b[0].role for b in batches}), gpus)
+        roles = {b[0].role for b in batches} | ({"infer"} if expand is not None and "train" in
+                                                {b[0].role for b in batches} else set())
+        check_resources(ray, sorted(roles), gpus)
         here = ray.get_runtime_context().get_node_id()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         events = _event_log_class(ray).options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
         # One remote function per role (max_calls can only be set when the function is made remote).
-        remote = {role: ray.remote(**task_options(role, gpus, fake_gpus, max_retries))(_batch_task)
-                  for role in {b[0].role for b in batches}}
+        remote = {}
         env = driver_env()
         pending, attempts = {}, {}
+
+        def submit(batch) -> None:
+            role = batch[0].role
+            if role not in remote:   # one remote function per role (max_calls is set when it is made remote)
+                remote[role] = ray.remote(**task_options(role, gpus, fake_gpus, max_retries))(_batch_task)
+            pending[remote[role].remote(batch, str(data_root), env, events)] = batch
+
         for batch in batches:
-            pending[remote[batch[0].role].remote(batch, str(data_root), env, events)] = batch
+            submit(batch)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=poll_s)
             for item in ray.get(events.drain.remote()):
                 _started(item, attempts, ledger, progress, report, log, on_event)
             for ref in ready:
                 batch = pending.pop(ref)
-                _collect(ray, ref, batch, attempts, ledger, progress, report, log)
+                if _collect(ray, ref, batch, attempts, ledger, progress, report, log) and expand is not None:
+                    for new in expand(batch):   # e.g. a finished run's measurements, while others still train
+                        submit(new)
     finally:
         if started:
             ray.shutdown()
@@ -164,7 +176,8 @@ def _started(item, attempts, ledger, progress, report, log, on_event) -> None:
         on_event({**item, "attempt": n})
 
 
-def _collect(ray, ref, batch, attempts, ledger, progress, report, log) -> None:
+def _collect(ray, ref, batch, attempts, ledger, progress, report, log) -> bool:
+    """Record a finished task; True when the batch completed."""
     role = batch[0].role
     try:
         out = ray.get(ref)
@@ -179,9 +192,10 @@ def _collect(ray, ref, batch, attempts, ledger, progress, report, log) -> None:
             ledger.set(u.key, role, "failed", error=error[:2000])
             report.failed[u.key] = error
         progress.finish(role, False, was_running=attempts.get(batch[0].key, 0) > 0, n=len(batch))
-        return
+        return False
     per_unit = out["seconds"] / max(1, len(out["ran"]))
     for u in batch:
         ledger.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
         report.done.append(u.key)
     progress.finish(role, True, per_unit, was_running=attempts.get(batch[0].key, 0) > 0, n=len(batch))
+    return True

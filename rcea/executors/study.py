@@ -3,9 +3,11 @@
     engine = RayStage(scale, methods, address=None, local=run_local)
     engine(c, stage, log_dir)       called per stage by the study runner (rcea/ops/study.py)
 
-Stage `train` becomes one TrainUnit per method; stage `workers` becomes every measurement job of those
-runs (planned on the driver exactly as `python -m infer plan` lists them, the base-policy jobs once),
-grouped per checkpoint. Both go to `rcea.executors.execute(..., engine="ray")`. The other stages
+Stage `train` becomes one TrainUnit per method, and as soon as a run has finished (or is found complete),
+its measurement jobs follow (listed by `python -m infer plan`, the inference role's command line, the
+base-policy jobs once), grouped per checkpoint, while the other runs still train. Stage `workers` plans every
+run's jobs again and runs what is left (nothing, unless a kill interrupted the train stage). Both go to
+`rcea.executors.execute(..., engine="ray")`. The other stages
 (prepare, judge, modes, audit, aggregate, results) are not GPU work units: they run through `local`,
 the default executor. Overrides reach every unit through RCEA_OVERRIDES (set by the study task).
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
-from rcea.units import SLOTS, MeasureUnit, TrainUnit
+from rcea.units import SLOTS, MeasureUnit, TrainUnit, role_python
 
 
 
@@ -28,37 +30,48 @@ class RayStage:
             return self.local(c, stage, log_dir)
         where = self.address or "a local Ray started here"
         if c.config.run.dry:
-            what = (f"{len(self.methods)} training run(s)" if stage.key == "train"
+            what = (f"{len(self.methods)} training run(s), each followed by its measurements as soon as it has "
+                    "finished," if stage.key == "train"
                     else "the measurement jobs of `python -m infer plan` for each run, grouped per checkpoint")
             print(f"[ray] {what} as Ray tasks on {where}")
             return
-        units = self.train_units() if stage.key == "train" else self.measure_units()
-        self.run(units, stage.key)
+        if stage.key == "train":   # each run's measurements start as soon as that run has finished
+            self.run(self.train_units(), stage.key, follow=self.after)
+        else:                      # whatever the train stage left (a rerun after a kill): complete units skip
+            self.run(self.measure_units(), stage.key)
 
     def train_units(self) -> list[TrainUnit]:
         return [TrainUnit(m, self.scale) for m in self.methods]
 
+    def after(self, unit) -> list[MeasureUnit]:
+        """The units that follow a finished one: a training run's measurement jobs."""
+        return self.plan(unit.method) if isinstance(unit, TrainUnit) else []
+
+    def plan(self, method: str) -> list[MeasureUnit]:
+        """The measurement jobs of one run, as the inference role's own command line lists them
+        (`python -m infer plan`: a unit is data, so the driver never imports the role)."""
+        import json
+        import subprocess
+
+        from rcea.paths import project_root
+
+        argv = [role_python("infer"), "-m", "infer", "plan", "--scale", self.scale, "--method", method, "--what", "all"]
+        out = subprocess.run(argv, cwd=project_root(), capture_output=True, text=True)
+        if out.returncode != 0:
+            why = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+            raise Exit(f"[ray] cannot plan the measurements of {method}: {why}", code=1)
+        return [MeasureUnit.from_job(json.loads(line)) for line in out.stdout.splitlines() if line.strip()]
+
     def measure_units(self) -> list[MeasureUnit]:
-        from rcea.config import load_config
+        return [u for m in self.methods for u in self.plan(m)]
 
-        from infer.plan import plan_jobs   # standard library only: runs in the driver's environment
-
-        cfg = load_config(self.scale)
-        units = []
-        for m in self.methods:
-            try:
-                units += [MeasureUnit.from_job(j) for j in plan_jobs(cfg, self.scale, m, "all", [])]
-            except FileNotFoundError as exc:
-                raise Exit(f"[ray] cannot plan the measurements of {m}: {exc}", code=1)
-        return units
-
-    def run(self, units, stage: str) -> None:
+    def run(self, units, stage: str, follow=None) -> None:
         from rcea.executors import execute
 
         opts = {"address": self.address, "gpus": self.gpus}
         if not self.gpus and not self.address:
             opts["parallel"] = dict(SLOTS["cpu"])   # a local Ray on CPU: the tiny scale's slots
-        report = execute(units, "ray", log=self.log, label=stage, **opts)
+        report = execute(units, "ray", log=self.log, label=stage, follow=follow, **opts)
         if report.failed:
             lines = "\n".join(f"  {k}: {v}" for k, v in sorted(report.failed.items()))
             raise Exit(f"[ray] {len(report.failed)} unit(s) of stage {stage} failed:\n{lines}\n"

@@ -74,6 +74,29 @@ def test_one_process_per_group_failures_classified_and_restart_skips(ray_local, 
     assert again.done == [] and sorted(again.skipped) == ["standin:a1", "standin:a2", "standin:t1"]
 
 
+def test_a_runs_measurements_start_as_soon_as_that_run_has_finished(ray_local, tmp_path):
+    """`follow`: a finished training unit's measurement units are submitted at once, while the other run still
+    trains; a run found complete has its measurements run from the start; a shared unit runs once."""
+    quick, slow = StandIn("quick", role="train", seconds=0.2), StandIn("slow", role="train", seconds=12)
+    plans = {"quick": [StandIn("m-quick", seconds=0.2), StandIn("m-base", seconds=0.2)],
+             "slow": [StandIn("m-slow", seconds=0.2), StandIn("m-base", seconds=0.2)],
+             "done": [StandIn("m-done", seconds=0.2), StandIn("m-base", seconds=0.2)]}
+    finished = StandIn("done", role="train", seconds=0)
+    execute([finished], "ray", data_root=tmp_path, ledger_path=tmp_path / "l0.sqlite", fake_gpus=True)
+    events = []
+    report = execute([quick, slow, finished], "ray", data_root=tmp_path, ledger_path=tmp_path / "ledger.sqlite",
+                     fake_gpus=True, follow=lambda u: plans.get(u.name, []), on_event=events.append)
+    assert not report.failed and sorted(report.done) == sorted(
+        f"standin:{n}" for n in ("quick", "slow", "m-quick", "m-slow", "m-base", "m-done"))
+    assert report.skipped == ["standin:done"]
+    started = {k: e["t"] for e in events for k in e["keys"]}
+    slow_done = (tmp_path / "standin" / "slow.txt").stat().st_mtime
+    assert started["standin:m-quick"] < slow_done - 5   # measured while the slow run still trained
+    assert started["standin:m-done"] < slow_done - 5
+    assert started["standin:m-slow"] >= slow_done - 0.5
+    assert len([p for p in (tmp_path / "seen").iterdir() if p.name.startswith("m-base.")]) == 1
+
+
 def _infer(args, data_root, **kw):
     env = dict(os.environ, RCEA_DATA=str(data_root), OMP_NUM_THREADS="1")
     return subprocess.run([str(INFER_PY), *args], cwd=ROOT, env=env, capture_output=True, text=True, check=True, **kw)

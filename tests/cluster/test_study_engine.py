@@ -48,7 +48,11 @@ def test_train_and_workers_become_units_the_rest_runs_locally(tmp_path, monkeypa
         engine(_ctx(), SimpleNamespace(key=key), tmp_path)
     assert ran == ["prepare", "judge", "aggregate"]
     engine(_ctx(dry=True), SimpleNamespace(key="train"), tmp_path)
-    assert "[ray] 2 training run(s) as Ray tasks on a local Ray started here" in capsys.readouterr().out
+    assert ("[ray] 2 training run(s), each followed by its measurements as soon as it has finished, as Ray tasks "
+            "on a local Ray started here") in capsys.readouterr().out
+    grpo = engine.train_units()[0]
+    assert {u.job_key for u in engine.after(grpo)} == {u.job_key for u in units if u.payload["method"] in
+                                                       ("grpo", "base")}   # what follows a finished run
 
 
 def test_a_run_without_checkpoints_stops_with_the_fix(tmp_path, monkeypatch):

@@ -65,3 +65,12 @@ def test_the_graph_sees_the_project_s_imports():
 
 def test_no_import_cycle_in_the_project():
     assert cycles(import_graph()) == []
+
+
+def test_the_shared_core_imports_no_role():
+    """rcea/ is what every role stands on: no module of it imports train, infer or aggregate (the Ray engine
+    learns a run's measurement jobs from `python -m infer plan`, the role's command line, not its code)."""
+    graph = import_graph()
+    arrows = sorted((m, d) for m, deps in graph.items() if m.split(".")[0] == "rcea"
+                    for d in deps if d.split(".")[0] in ("train", "infer", "aggregate"))
+    assert arrows == []

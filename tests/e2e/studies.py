@@ -25,15 +25,19 @@ METHODS = ("grpo", "kl_cov")  # what the session fixture `demo` (conftest.py) tr
 BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math")
 
 
-# Stages in order (rcea/ops/study.py). A kill aimed at a stage lands a seeded random moment after the stage
-# began: for train and workers after this run has made some progress in it (one more complete checkpoint,
-# one more complete table part), plus 0 to KILL_WITHIN seconds; for the others 0.5 to KILL_WITHIN seconds after
-# its banner. A kill drawn later than the stage lasts lands in a later stage: it is recorded as such.
+# Stages in order (rcea/ops/study.py). A kill aimed at (stage, progress) lands a seeded random moment after the
+# stage began: with a progress, after this run has made some (one more complete checkpoint, one more complete
+# table part), plus 0 to KILL_WITHIN[progress] seconds; without, 0.5 to KILL_WITHIN[stage] seconds after its
+# banner. A kill drawn later than the stage lasts lands in a later stage: it is recorded as such.
 STAGES = ("prepare", "train", "workers", "judge", "modes", "audit", "aggregate", "results")
 KILL_WITHIN = {"prepare": 8.0, "train": 12.0, "workers": 20.0, "judge": 6.0, "modes": 6.0, "audit": 4.0,
-               "aggregate": 15.0, "results": 2.0}
-PROGRESS = {"train": "train/tiny/*/checkpoints/checkpoint-*/*.pt.manifest.json",
-            "workers": "infer/tiny/tables/*/*.parquet.manifest.json"}
+               "aggregate": 15.0, "results": 2.0, "checkpoints": 12.0, "parts": 20.0}
+PROGRESS = {"checkpoints": "train/tiny/*/checkpoints/checkpoint-*/*.pt.manifest.json",
+            "parts": "infer/tiny/tables/*/*.parquet.manifest.json"}
+# Every stage of the local engine; under Ray mid-training and mid-measurement, both in its train stage (each
+# run's measurements start there as soon as the run has finished).
+LOCAL_KILLS = tuple((s, {"train": "checkpoints", "workers": "parts"}.get(s)) for s in STAGES)
+RAY_KILLS = (("train", "checkpoints"), ("train", "parts"))
 BANNER = re.compile(r"^=== \[(\d+)/(\d+)\] ")
 
 
@@ -45,14 +49,16 @@ class KilledStudy:
     started: float = 0.0                                                 # time.time() at the first start
 
 
-def _count(data: Path, stage: str) -> int:
-    return len(list(data.glob(PROGRESS[stage]))) if stage in PROGRESS else 0
+def _count(data: Path, progress: str | None) -> int:
+    return len(list(data.glob(PROGRESS[progress]))) if progress else 0
 
 
-def _run_until_killed(cmd, env, data: Path, stage: str, rng: random.Random) -> tuple[str, float, str] | None:
-    """Start `cmd` in its own process group, wait for `stage` (see KILL_WITHIN), then kill -9 the whole group.
-    Returns (the stage running at the kill, the delay, the output), or None if the study finished first."""
-    before = _count(data, stage)
+def _run_until_killed(cmd, env, data: Path, target, rng: random.Random) -> tuple[str, float, str] | None:
+    """Start `cmd` in its own process group, wait for `target` (stage, progress; see KILL_WITHIN), then kill -9
+    the whole group. Returns (the stage running at the kill, the delay, the output), or None if the study
+    finished first."""
+    stage, progress = target
+    before = _count(data, progress)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     lines, seen, reached = [], [0], threading.Event()
@@ -76,9 +82,9 @@ def _run_until_killed(cmd, env, data: Path, stage: str, rng: random.Random) -> t
     reader.start()
     try:
         reached.wait(timeout=1200)
-        if stage in PROGRESS:
-            wait(lambda: _count(data, stage) > before or seen[0] > STAGES.index(stage) + 1, 900)
-        delay = rng.uniform(0.0 if stage in PROGRESS else 0.5, KILL_WITHIN[stage])
+        if progress:
+            wait(lambda: _count(data, progress) > before or seen[0] > STAGES.index(stage) + 1, 900)
+        delay = rng.uniform(0.0, KILL_WITHIN[progress]) if progress else rng.uniform(0.5, KILL_WITHIN[stage])
         wait(lambda: False, delay)
         finished = proc.poll() is not None
         if not finished:
@@ -96,16 +102,16 @@ def _run_until_killed(cmd, env, data: Path, stage: str, rng: random.Random) -> t
     return STAGES[max(seen[0], 1) - 1], delay, out
 
 
-def killed_and_rerun(cmd, env, data: Path, stages, seed: int) -> KilledStudy:
-    """Kill the study once in each of `stages` (in order; each a fresh start of the same command, at a seeded
-    random moment of that stage), then run it to the end once more."""
+def killed_and_rerun(cmd, env, data: Path, targets, seed: int) -> KilledStudy:
+    """Kill the study once at each of `targets` ((stage, progress) in order; each a fresh start of the same
+    command, at a seeded random moment of that stage), then run it to the end once more."""
     rng, result = random.Random(seed), KilledStudy(None, started=time.time())
-    for stage in stages:
-        got = _run_until_killed(cmd, env, data, stage, rng)
+    for target in targets:
+        got = _run_until_killed(cmd, env, data, target, rng)
         if got is None:
             break
         running, delay, out = got
-        result.kills.append((stage, running, round(delay, 1)))
+        result.kills.append((target[0], running, round(delay, 1)))
         result.outputs.append(out)
     result.run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     return result
@@ -119,13 +125,13 @@ def resumed_study(data: Path, tmp_path: Path, seed: int = 23) -> tuple[Path, Kil
     env = dict(os.environ, RCEA_DATA=str(new), RCEA_RESULTS=str(tmp_path / "results"))
     env.pop("RCEA_OVERRIDES", None)
     cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS)]
-    return new, killed_and_rerun(cmd, env, new, STAGES, seed)
+    return new, killed_and_rerun(cmd, env, new, LOCAL_KILLS, seed)
 
 
 def ray_study(data: Path, tmp_path: Path, seed: int = 7) -> tuple[Path, KilledStudy]:
     """`scripts/run demo --quick --engine ray` on a copy of the demo's models (the warm start is not redone),
-    killed -9 at a seeded random point of the stages Ray runs (train, workers) and rerun each time, then once
-    to the end; returns (the copy's data folder, the runs)."""
+    killed -9 at a seeded random point mid-training and again mid-measurement (RAY_KILLS) and rerun each time,
+    then once to the end; returns (the copy's data folder, the runs)."""
     ray_data = tmp_path / "data"
     shutil.copytree(data / "models", ray_data / "models")
     # RAY_ADDRESS=local: a Ray of its own, as with nothing running. Without it, Ray joins the cluster named in
@@ -135,7 +141,7 @@ def ray_study(data: Path, tmp_path: Path, seed: int = 7) -> tuple[Path, KilledSt
                RCEA_LEDGER=str(tmp_path / "ledger.sqlite"), RAY_ADDRESS="local")
     env.pop("RCEA_OVERRIDES", None)
     cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS), "--engine", "ray"]
-    return ray_data, killed_and_rerun(cmd, env, ray_data, ("train", "workers"), seed)
+    return ray_data, killed_and_rerun(cmd, env, ray_data, RAY_KILLS, seed)
 
 
 def toml_value(v) -> str:
