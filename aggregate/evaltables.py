@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from aggregate import evals
 from aggregate.io import group_keys, numeric
 from aggregate.settings import AggregateSettings
+from rcea.config import BASE_METHOD
 
 CANONICAL = (("aime24", ("aime24", "aime2024")), ("aime25", ("aime25", "aime2025")),
              ("math500", ("math500", "math")), ("amc23", ("amc23", "amc")), ("minerva", ("minerva",)))
@@ -73,7 +74,7 @@ def detect_failures(greedy_rows: list[dict], settings: AggregateSettings) -> dic
     """Failure detector on every run's raw dense trace of ``settings.failure_benchmark``."""
     runs: dict[tuple[str, str], list[dict]] = {}
     for r in greedy_rows:
-        if r["benchmark"] == canonical_benchmark(settings.failure_benchmark) and r["method"] != settings.base_method:
+        if r["benchmark"] == canonical_benchmark(settings.failure_benchmark) and r["method"] != BASE_METHOD:
             runs.setdefault((r["scale"], r["method"]), []).append(r)
     out = {}
     for key, rows in sorted(runs.items()):

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from aggregate.settings import AggregateSettings
+from rcea.config import BASE_METHOD
 from rcea.store import atomic_write
 
 
@@ -62,8 +63,8 @@ def fig_traces(res: dict, st: AggregateSettings, out: Path) -> list[str]:
     for j, sc in enumerate(scales):
         steps_all = [e["step"] for e in eps if e["scale"] == sc] + [g["step"] for g in greedy if g["scale"] == sc]
         spe = steps_per_epoch(sc, st, max(steps_all) if steps_all else 1)
-        base = [e for e in eps if e["scale"] == sc and e["method"] == st.base_method]
-        methods = sorted({e["method"] for e in eps if e["scale"] == sc and e["method"] != st.base_method},
+        base = [e for e in eps if e["scale"] == sc and e["method"] == BASE_METHOD]
+        methods = sorted({e["method"] for e in eps if e["scale"] == sc and e["method"] != BASE_METHOD},
                          key=method_rank)
         ax = axes[0, j]
         for m in methods:
@@ -95,7 +96,7 @@ def fig_ratios(res: dict, st: AggregateSettings, out: Path) -> list[str]:
     """Broad and paired failed-to-success ratios with bootstrap intervals per reported endpoint."""
     from aggregate.tables import method_name, scale_name
 
-    runs = [r for r in res.get("runs", []) if r["method"] != st.base_method and _finite(r.get("broad_ratio"))]
+    runs = [r for r in res.get("runs", []) if r["method"] != BASE_METHOD and _finite(r.get("broad_ratio"))]
     if not runs:
         return []
     plt = _plt()
@@ -148,7 +149,7 @@ def fig_retention(res: dict, st: AggregateSettings, out: Path) -> list[str]:
     from aggregate.tables import BENCH_NAMES, method_name, scale_name
 
     key = f"pass_at_{st.pass_k}"
-    runs = [r for r in res.get("runs", []) if r["method"] != st.base_method and not r.get("failed")
+    runs = [r for r in res.get("runs", []) if r["method"] != BASE_METHOD and not r.get("failed")
             and not r.get("extension") and _finite(r.get("mode_retention")) and _finite(r.get(key))]
     if not runs:
         return []

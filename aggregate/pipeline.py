@@ -19,9 +19,9 @@ from aggregate import covariance, evals
 from aggregate.evaltables import detect_failures, eval_inventory, greedy_summary, passk_summary, transitions
 from aggregate.io import Dataset
 from aggregate.settings import AggregateSettings
-from rcea.config import METHODS
+from rcea.config import BASE_METHOD, METHODS
 
-METHOD_ORDER = ("base", *METHODS)  # the untrained policy first, then the objectives in rcea.config's order
+METHOD_ORDER = (BASE_METHOD, *METHODS)  # the untrained policy first, then the objectives in rcea.config's order
 
 
 def method_rank(method: str) -> tuple[int, str]:
@@ -113,7 +113,7 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
 
     # --- covariance fit (Table A7, Figure 6) -----------------------------------------------------
     if ds.has("covariance"):
-        trans = [tr for tr in transitions(ds.tables["covariance"]) if tr["method"] != settings.base_method]
+        trans = [tr for tr in transitions(ds.tables["covariance"]) if tr["method"] != BASE_METHOD]
         ext_trans = [tr for tr in trans if settings.is_extension(tr["method"])]
         trans = [tr for tr in trans if not settings.is_extension(tr["method"])]  # the paper's fit: six objectives
         used = [tr for tr in trans if (tr["scale"], tr["method"]) not in failed]
@@ -134,7 +134,7 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
     # --- correlations: retention vs pass@k per scale, trained nonfailed runs ---------------------
     corr: dict[str, Any] = {}
     for sc in sorted({r["scale"] for r in res["runs"]}):
-        rows = [r for r in res["runs"] if r["scale"] == sc and r["method"] != settings.base_method and not r["failed"]
+        rows = [r for r in res["runs"] if r["scale"] == sc and r["method"] != BASE_METHOD and not r["failed"]
                 and not r["extension"]]
         x = [r.get("mode_retention", np.nan) for r in rows]
         y = [r.get(f"pass_at_{settings.pass_k}", np.nan) for r in rows]
@@ -189,7 +189,7 @@ def _reporting_points(entries: list[dict], greedy: list[dict], passk: list[dict]
         fd = failures.get((scale, method), {})
         failed = bool(fd.get("fired"))
         onset = fd.get("onset_step") if failed else None
-        is_base = method == settings.base_method
+        is_base = method == BASE_METHOD
 
         def pick(steps: list[int]) -> int | None:
             if not steps:

@@ -18,6 +18,7 @@ from aggregate import bootstrap, entropy, modes
 from aggregate.io import group_keys, numeric
 from aggregate.parallel import pmap
 from aggregate.settings import AggregateSettings
+from rcea.config import BASE_METHOD
 
 
 @dataclass
@@ -158,14 +159,14 @@ def retention_stats(samples: pa.Table, idx: ProbeIndex,
     jobs: list[tuple] = []
     methods, scales, steps = idx.ep_keys["method"], idx.ep_keys["scale"], idx.ep_keys["step"]
     for sc in sorted(set(scales)):
-        base_eps = [e for e in range(idx.n_endpoints) if scales[e] == sc and methods[e] == settings.base_method]
+        base_eps = [e for e in range(idx.n_endpoints) if scales[e] == sc and methods[e] == BASE_METHOD]
         if not base_eps:
-            notes.append(f"scale {sc}: no '{settings.base_method}' endpoint in samples, so no mode retention")
+            notes.append(f"scale {sc}: no '{BASE_METHOD}' endpoint in samples, so no mode retention")
             continue
         b = min(base_eps, key=lambda e: steps[e])
         base_labels = by_ep.get(b, {})
         for e in range(idx.n_endpoints):
-            if scales[e] != sc or methods[e] == settings.base_method:
+            if scales[e] != sc or methods[e] == BASE_METHOD:
                 continue
             jobs.append((e, base_labels, by_ep.get(e, {}), idx.label(e), idx.label(b), settings))
     out = dict(zip([j[0] for j in jobs], pmap(_retention_entry, jobs, settings.workers)))

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from aggregate.settings import AggregateSettings
+from rcea.config import BASE_METHOD
 from rcea.store import atomic_write
 
 SUMMARY_KEYS = ("coverage_success", "coverage_failure", "broad_ratio", "paired_ratio", "paired_ci", "paired_n",
@@ -211,7 +212,7 @@ def _run_name(r: dict) -> str:
 
 def _base_accuracy(res: dict) -> dict[str, float]:
     return {e["scale"]: e["accuracy"] for e in res.get("endpoints", [])
-            if e["method"] == "base" and e.get("accuracy") is not None}
+            if e["method"] == BASE_METHOD and e.get("accuracy") is not None}
 
 
 def accuracy_lines(res: dict) -> list[str]:
@@ -227,7 +228,7 @@ def accuracy_lines(res: dict) -> list[str]:
          "| Endpoint | Sampled accuracy | Change vs base | Token entropy |", "|---|---|---|---|"]
     for e in eps:
         b = base.get(e["scale"])
-        delta = f"{e['accuracy'] - b:+.3f}" if b is not None and e["method"] != "base" else "–"
+        delta = f"{e['accuracy'] - b:+.3f}" if b is not None and e["method"] != BASE_METHOD else "–"
         L.append(f"| {e['scale']}/{e['method']}/{e['step']} | {_f(e.get('accuracy'))} | {delta} | "
                  f"{_f(e.get('token_entropy_mean'), 4)} |")
     for n in res.get("seed_noise", []):

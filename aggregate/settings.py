@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rcea.config import base_value, out_of_range
+from rcea.config import BASE_METHOD, base_value, out_of_range
 
 if TYPE_CHECKING:
     from rcea.stats import FailureThresholds
@@ -75,8 +75,6 @@ class AggregateSettings:
     """[S] benchmark of the dense greedy trace the failure detector reads."""
     failure: FailureThresholds | None = None
     """[S] thresholds of the failure detector: the [failure] settings (None: those of configs/base.toml)."""
-    base_method: str = "base"
-    """[schema] ``method`` value of the untrained policy."""
     steps_per_epoch: dict[str, int] = _setting("aggregate.steps_per_epoch")
     """[S] raw steps in one epoch per scale (4,000 at 3B, 8,000 at 7B); other scales use the largest step seen."""
     smoothing_window: int = _setting("aggregate.smoothing_window")
@@ -101,7 +99,7 @@ class AggregateSettings:
 
     def is_extension(self, method: str) -> bool:
         """A trained method that is not one of the paper's objectives (reported beside them, never pooled)."""
-        return method != self.base_method and method not in self.paper_methods
+        return method != BASE_METHOD and method not in self.paper_methods
 
     def failure_thresholds(self) -> "FailureThresholds":
         return self.failure if self.failure is not None else _base_failure()

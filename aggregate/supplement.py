@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from aggregate.settings import AggregateSettings
+from rcea.config import BASE_METHOD
 from aggregate.tables import BENCH_NAMES, DASH, EXT, Table, method_name, scale_name
 
 
@@ -63,7 +64,7 @@ def tableA3(res: dict, st: AggregateSettings) -> Table:
                "Covariance transitions", "q99 table"])
     traces = res.get("training_traces") or {}
     for r in res.get("runs", []):
-        if r["method"] == st.base_method:
+        if r["method"] == BASE_METHOD:
             continue
         key = f"{r['scale']}/{r['method']}"
         tr = traces.get(key)

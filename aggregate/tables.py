@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from aggregate.settings import AggregateSettings
-from rcea.config import METHOD_LABELS
+from rcea.config import BASE_METHOD, METHOD_LABELS
 
-METHOD_NAMES = {"base": "Base", **METHOD_LABELS}  # "base": the untrained policy (AggregateSettings.base_method)
+METHOD_NAMES = {BASE_METHOD: "Base", **METHOD_LABELS}  # the untrained policy, then the objectives
 BENCH_NAMES = {"aime24": "AIME'24", "aime25": "AIME'25", "math500": "MATH 500", "amc23": "AMC'23", "minerva": "Minerva"}
 DASH = "–"
 
@@ -117,7 +117,7 @@ def table1(res: dict, st: AggregateSettings) -> Table:
                        "Average is over the benchmarks present.")
     for r in _runs(res):
         sc = scale_name(r["scale"])
-        name = f"Base {sc}" if r["method"] == st.base_method else f"+ {method_name(r['method'])} ({sc})"
+        name = f"Base {sc}" if r["method"] == BASE_METHOD else f"+ {method_name(r['method'])} ({sc})"
         acc = r.get("accuracy", {})
         t.rows.append([name + _flag(r), *[fmt(acc.get(b)) for b in cols], fmt(r.get("macro_average"), 2),
                        fmt(r.get(f"pass_at_{k}")), fmt(r.get("mode_retention"))])
@@ -173,7 +173,7 @@ def tableA4(res: dict, st: AggregateSettings) -> Table:
               f"paired CI: hierarchical bootstrap, {st.bootstrap_resamples} resamples.",
               ["Scale", "Method", "Broad", "Success/failure coverage", "n_c", "Paired ratio [95% CI]"])
     for r in _runs(res):
-        if r["method"] == st.base_method or r.get("probe_step") is None:
+        if r["method"] == BASE_METHOD or r.get("probe_step") is None:
             continue
         t.rows.append([scale_name(r["scale"]), method_name(r["method"]) + _flag(r), fmt(r.get("broad_ratio"), 3),
                        f"{fmt(r.get('coverage_success'), 1, True)}/{fmt(r.get('coverage_failure'), 1, True)}",
@@ -187,7 +187,7 @@ def tableA5(res: dict, st: AggregateSettings) -> Table:
               "Question-level direction check on the common-outcome subset: fraction with H_tok,−(x) > H_tok,+(x) "
               "and the one-sided exact sign-test p (ties dropped).", ["Scale", "Method", "n", "Failure higher", "p"])
     for r in _runs(res):
-        if r["method"] == st.base_method or r.get("probe_step") is None:
+        if r["method"] == BASE_METHOD or r.get("probe_step") is None:
             continue
         p = r.get("sign_test_p")
         t.rows.append([scale_name(r["scale"]), method_name(r["method"]) + _flag(r), str(r.get("sign_n", DASH)),
@@ -205,7 +205,7 @@ def tableA6(res: dict, st: AggregateSettings) -> Table:
         t.notes.append(f"Missing input: {res['unavailable']['mode_retention']}.")
         return t
     for r in _runs(res):
-        if r["method"] == st.base_method or r.get("probe_step") is None:
+        if r["method"] == BASE_METHOD or r.get("probe_step") is None:
             continue
         t.rows.append([scale_name(r["scale"]), method_name(r["method"]) + _flag(r),
                        fmt(r.get("mode_retention")) + ("%" if r.get("mode_retention_n") else ""),
@@ -254,7 +254,7 @@ def tableA8(res: dict, st: AggregateSettings) -> Table:
     if "q99" in res.get("unavailable", {}):
         t.notes.append(f"Missing input: {res['unavailable']['q99']}.")
         return t
-    runs = [r for r in _runs(res) if r["method"] != st.base_method and r.get("q99_step") is not None]
+    runs = [r for r in _runs(res) if r["method"] != BASE_METHOD and r.get("q99_step") is not None]
     paper = [r for r in runs if not r.get("extension")]
     _budget_rows(t, paper, st, "")
     if not t.rows:

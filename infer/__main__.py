@@ -171,7 +171,7 @@ def follow(q, every_s: float, sleep=None) -> int:
 
 
 def main(argv=None) -> int:
-    from rcea.config import METHODS, SCALES
+    from rcea.config import BASE_METHOD, METHODS, SCALES
 
     from infer.plan import KINDS
 
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("enqueue", help="add the jobs of one training run (idempotent)")
     e.add_argument("--scale", required=True, choices=SCALES)
-    e.add_argument("--method", required=True, choices=(*METHODS, "base"), help="a trained method, or base (the untrained policy's jobs only)")
+    e.add_argument("--method", required=True, choices=(*METHODS, BASE_METHOD), help="a trained method, or base (the untrained policy's jobs only)")
     e.add_argument("--what", default="all", choices=(*KINDS, "all"))
     e.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE")
     e.add_argument("--retry-failed", action="store_true", help="make failed jobs pending again")

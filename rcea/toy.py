@@ -41,6 +41,11 @@ def operands_of(problem: str) -> tuple[int, ...]:
     return tuple(int(x) for x in m.group(1).split("+"))
 
 
+# Held-out toy questions (the toy world's benchmark), drawn first from the seeded stream: a fixed part of the
+# world (the training questions are drawn after them), not a setting.
+HELDOUT = 400
+
+
 def questions(split: str, n: int, seed: int = 2027) -> list[dict[str, Any]]:
     """`n` distinct questions of a split; `test` never overlaps `train` (they are drawn disjointly)."""
     if split not in ("train", "test"):
@@ -48,7 +53,7 @@ def questions(split: str, n: int, seed: int = 2027) -> list[dict[str, Any]]:
     rng = random.Random(f"toy-{seed}")
     seen: set[tuple[int, ...]] = set()
     test: list[tuple[int, ...]] = []
-    while len(test) < 400:  # the held-out pool is drawn first, always the same
+    while len(test) < HELDOUT:  # the held-out pool is drawn first, always the same
         q = _question(2 if rng.random() < 0.6 else 3, rng)
         if q not in seen:
             seen.add(q)

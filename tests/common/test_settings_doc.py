@@ -97,3 +97,23 @@ def test_the_verl_reading_of_the_dapo_factor_is_one_override_away():
     cfg = load_config("tiny", "dapo", ["objectives.dapo.overlong_penalty_factor=0.5"])
     assert cfg.objective()["overlong_penalty_factor"] == 0.5
     assert load_config("tiny", "dapo").objective()["overlong_penalty_factor"] == 1.0
+
+
+def test_every_setting_is_read_by_the_code():
+    """A setting nothing reads changes nothing but the configuration hash (so it only orphans finished runs):
+    each one's name must appear in the code of the roles or the shared core. (A name read through a whole
+    section or a loop still appears as a word: `cfg[f"toy.{k}"] for k in ("seed", ...)`.)"""
+    root = project_root()
+    code = "\n".join(p.read_text(encoding="utf-8") for top in ("rcea", "train", "infer", "aggregate")
+                     for p in (root / top).rglob("*.py"))
+    settings = _read_settings(configs_dir() / "base.toml")
+    settings.update(_read_settings(configs_dir() / "objectives.toml", prefix="objectives."))
+    def read(key: str) -> bool:
+        name = key.rpartition(".")[2]
+        if re.search(rf"\b{re.escape(name)}\b", code):
+            return True
+        head, _, tail = name.partition("_")   # cfg[f"model.tiny_{k}"] for k in ("layers", ...)
+        return bool(tail) and f"{head}_{{" in code and f'"{tail}"' in code
+
+    unread = sorted(k for k in settings if not read(k))
+    assert unread == [], f"settings no code reads (make them take effect or remove them): {unread}"

@@ -54,3 +54,15 @@ def test_unknown_kind_and_missing_run_name_the_fix(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="valid: greedy, passk, probe, covariance, all"):
         plan_jobs(cfg, "3b", "grpo", "everything", [])
     assert BASE.tag == "base-0"
+
+
+def test_the_minerva_subset_size_is_the_frozen_files(tmp_path, monkeypatch):
+    """eval.minerva_subset_size is checked against the frozen subset it documents (a different size would
+    need a new draw) and sizes the Minerva greedy jobs' cost."""
+    from rcea.data import DataError
+
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    jobs = plan_jobs(load_config("3b"), "3b", "base", "greedy", [])
+    assert jobs and jobs[0]["payload"]["benchmarks"][-1] == "minerva_math"
+    with pytest.raises(DataError, match="holds 40 questions"):
+        plan_jobs(load_config("3b", None, ["eval.minerva_subset_size=50"]), "3b", "base", "greedy", [])
