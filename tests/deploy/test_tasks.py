@@ -199,7 +199,8 @@ def test_engines_local_and_ray(dry, capsys):
     lines = dry_lines(capsys, tasks.study, dry, scale="tiny", methods="grpo,dapo", engine="ray",
                       address="10.0.0.5:6379")
     # train and workers become Ray work units on the cluster; prepare, judge, ... still run here
-    assert "[ray] 2 training run(s) as Ray tasks on 10.0.0.5:6379" in lines
+    assert ("[ray] 2 training run(s), each followed by its measurements as soon as it has finished, as Ray tasks "
+            "on 10.0.0.5:6379") in lines
     assert f"{LOCAL['train']} -m rcea.prepare --scale tiny" in lines
     assert not any("enqueue" in ln or " worker " in ln for ln in lines)
 
