@@ -111,8 +111,9 @@ def test_output_folder_with_other_config_is_refused(tmp_path):
     cfg.write(tmp_path, "train")
     ckpt = tmp_path / "checkpoints" / "checkpoint-1"
     ckpt.mkdir(parents=True)
-    (ckpt / layout.TRAINER_STATE).write_bytes(b"state")
-    write_manifest(ckpt / layout.TRAINER_STATE, cfg=cfg, step=1)
+    for name in ("adapter_config.json", "adapter_model.safetensors", layout.TRAINER_STATE):
+        (ckpt / name).write_bytes(b"{}")
+    write_manifest(ckpt / layout.TRAINER_STATE, cfg=cfg, step=1)   # a complete checkpoint (manifest last)
     other = load_config("tiny", "grpo", FAST + ["train.learning_rate=0.5"])
     with pytest.raises(ConfigError, match="different configuration.*train.learning_rate"):
         run_training(other, tmp_path, reward="synthetic", log=lambda _: None)
