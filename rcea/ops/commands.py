@@ -208,11 +208,3 @@ def publish_command(scale: str) -> list[str]:
     the aggregate service's bind mount of ./results, see compose.yaml)."""
     return role_command("rcea.publish", [str(layout.results_dir(scale, data_root(scale))), published_dir(scale)],
                         scale)
-
-
-def build_command(roles) -> list[str]:
-    """The images record the commit they were built from (manifests inside containers name it)."""
-    from rcea.provenance import git_commit
-
-    return compose("build", "--build-arg", f"RCEA_GIT_COMMIT={git_commit()}", *[BUILD_SERVICES[r] for r in roles])
-

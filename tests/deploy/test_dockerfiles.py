@@ -91,18 +91,70 @@ def test_base_image_per_role(role):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_installs_only_from_its_hashed_lockfile(role):
-    copies = instructions(role, "COPY")
-    assert f"lockfiles/{role}.txt /tmp/{role}.txt" in copies
+    """The lockfile is a build argument (LOCK: the GPU lock by default, the CPU lock for `invoke build --cpu`)."""
+    from rcea.ops import images
+
+    assert arg_defaults(role)["LOCK"] == role
+    for lock in (images.lock_of(role, False), images.lock_of(role, True)):
+        assert (ROOT / "lockfiles" / f"{lock}.txt").exists(), lock
+    assert "lockfiles/${LOCK}.txt /tmp/lock.txt" in instructions(role, "COPY")
     installs = [r for r in instructions(role, "RUN") if "pip install" in r]
     extras = [r for r in installs if "/tmp/train-wandb.txt" in r] if role == "train" else []
     for extra in extras:  # the optional, locked W&B extra: only when asked, hashed, checked like the base
         assert 'if [ "${WITH_WANDB}" = 1 ]' in extra and "uv pip check" in extra
-        assert "uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/train-wandb.txt" in extra
+        assert re.search(r"uv pip install \$\{PYPI_INDEX_URL:\+--index-url \"\$PYPI_INDEX_URL\"\} +--require-hashes "
+                         r"--no-deps --only-binary :all: -r /tmp/train-wandb.txt", re.sub(r"\s+", " ", extra)), extra
     installs = [r for r in installs if r not in extras]
     assert len(installs) == 1, "one install step, from the lockfile only"
-    assert re.search(rf"uv pip install --require-hashes --no-deps --only-binary :all: -r /tmp/{role}\.txt",
-                     installs[0])
+    assert re.search(r"uv pip install \$\{PYPI_INDEX_URL:\+--index-url \"\$PYPI_INDEX_URL\"\}"
+                     r"( --find-links /tmp/wheels)? +--require-hashes --no-deps --only-binary :all: -r /tmp/lock\.txt",
+                     re.sub(r"\s+", " ", installs[0])), installs[0]
     assert "uv pip check" in installs[0]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_download_outside_the_package_registries(role):
+    """No frontend image pull (`# syntax=`), no `uv python install` (python-build-standalone from GitHub):
+    Python comes from the base, and uv is told never to download one."""
+    text = (ROOT / "docker" / f"{role}.Dockerfile").read_text()
+    assert not re.search(r"^#\s*syntax\s*=", text, re.M | re.I)
+    assert "uv python install" not in text
+    assert parse(role).envs["UV_PYTHON_DOWNLOADS"] == "never"
+    assert any(r.startswith("uv venv --python ") and "3.11" in r for r in instructions(role, "RUN"))
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_ca_bundle_is_a_build_secret_never_a_layer(role):
+    """A proxy's CA bundle reaches only the install step (BuildKit secret mount); nothing copies a certificate."""
+    install = next(r for r in instructions(role, "RUN") if "pip install" in r)
+    assert install.startswith("--mount=type=secret,id=ca_bundle")
+    assert "SSL_CERT_FILE=/run/secrets/ca_bundle" in install
+    assert not [c for c in instructions(role, "COPY") + instructions(role, "ADD") if re.search(r"\.(crt|pem)\b|cert", c)]
+    assert not [k for k in set(arg_defaults(role)) | set(parse(role).envs) if "CERT" in k or "CA_BUNDLE" in k]
+
+
+@pytest.mark.parametrize("role", ["train", "infer"])
+def test_apt_version_globs_match_both_bases(role):
+    """The same apt line installs on Ubuntu 22.04 (the CUDA bases) and Debian 12 (the local base): each pin is
+    a glob matching both distributions' versions (Debian's from bookworm's archive, Ubuntu's from jammy's)."""
+    from fnmatch import fnmatch
+
+    versions = {  # package: (Debian 12 bookworm, Ubuntu 22.04 jammy)
+        "build-essential": ("12.9", "12.9ubuntu3"),
+        "python3.11": ("3.11.2-6+deb12u6", "3.11.0~rc1-1~22.04"),
+        "python3.11-dev": ("3.11.2-6+deb12u6", "3.11.0~rc1-1~22.04"),
+        "libnuma1": ("2.0.16-1", "2.0.14-3ubuntu2"),
+    }
+    runs = " ".join(instructions(role, "RUN"))
+    pins = re.findall(r"\b([a-z0-9][a-z0-9.+-]*)=(\S*\*)", runs.split("apt-get install", 1)[1].split("&&")[0])
+    assert {"build-essential", "python3.11", "python3.11-dev"} <= {p for p, _ in pins}
+    for pkg, glob in pins:
+        assert all(fnmatch(v, glob) for v in versions[pkg]), (pkg, glob, versions[pkg])
+
+
+def test_infer_copies_each_folder_once():
+    copies = [c.split()[0] for c in instructions("infer", "COPY") if not c.startswith("--from")]
+    assert len(copies) == len(set(copies)), copies
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -175,9 +227,8 @@ def test_images_record_their_commit_and_lockfile_hash(role):
     """Manifests written inside a container name the build's commit and lockfile, not 'unknown'."""
     assert "RCEA_GIT_COMMIT=unknown" in instructions(role, "ARG")
     assert any("RCEA_GIT_COMMIT=${RCEA_GIT_COMMIT}" in v for v in instructions(role, "ENV"))
-    lock = f"{role}.txt"
-    assert any(f'echo "{lock}:sha256:$(sha256sum /tmp/{lock} | cut -c1-16)" > /opt/venv/rcea-lockfile.txt' in v
-               for v in instructions(role, "RUN"))
+    assert any('echo "${LOCK}.txt:sha256:$(sha256sum /tmp/lock.txt | cut -c1-16)" > /opt/venv/rcea-lockfile.txt'
+               in v for v in instructions(role, "RUN"))
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
     assert compose["x-build-args"]["RCEA_GIT_COMMIT"] == "${RCEA_GIT_COMMIT:-unknown}"
 

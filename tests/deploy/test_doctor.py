@@ -10,9 +10,9 @@ from rcea.ops import doctor
 
 GiB = 2**30
 SHIPPED = {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40, "minerva_math": 272}  # mathdata/PROVENANCE.md
-GPU_HOST = {"compose": True, "engine": True, "gpus": ["580.65.06"] * 8, "shm_bytes": 64 * GiB,
+GPU_HOST = {"compose": True, "engine": True, "buildkit": True, "gpus": ["580.65.06"] * 8, "shm_bytes": 64 * GiB,
             "free_bytes": 500 * GiB, "data_writable": True, "benchmarks": dict(SHIPPED)}
-NO_GPU_LAPTOP = {"compose": False, "engine": False, "gpus": None, "shm_bytes": 8 * GiB,
+NO_GPU_LAPTOP = {"compose": False, "engine": False, "buildkit": None, "gpus": None, "shm_bytes": 8 * GiB,
                  "free_bytes": 50 * GiB, "data_writable": True, "benchmarks": dict(SHIPPED)}
 
 
@@ -41,6 +41,12 @@ def test_fewer_gpus_than_workers_says_how_many_to_start():
     assert by_name(doctor.evaluate({**GPU_HOST, "gpus": ["580.1"] * 4}, 4, 100, True))["gpu count"].level == "ok"
 
 
+def test_an_engine_whose_clients_cannot_use_buildkit_warns_with_the_fix():
+    checks = by_name(doctor.evaluate({**GPU_HOST, "buildkit": False}, 8, 100, True))
+    assert checks["image builds"].level == "warn" and "buildx" in checks["image builds"].fix
+    assert checks["docker"].level == "ok"
+
+
 def test_small_shm_low_disk_and_unwritable_volumes_fail_with_fixes():
     checks = by_name(doctor.evaluate({**GPU_HOST, "shm_bytes": 64 * 2**20, "free_bytes": 2 * GiB}, 8, 100, False))
     assert checks["/dev/shm"].level == "fail" and "ipc: host" in checks["/dev/shm"].fix
@@ -51,7 +57,8 @@ def test_small_shm_low_disk_and_unwritable_volumes_fail_with_fixes():
 def test_no_docker_no_gpu_is_reported_as_warnings_with_what_to_do():
     checks = by_name(doctor.evaluate(NO_GPU_LAPTOP, 8, 100))
     assert checks["docker"].level == "warn" and "no Docker engine" in checks["docker"].detail
-    assert "tiny" in checks["docker"].fix
+    assert "tiny" in checks["docker"].fix and "scripts/engine" in checks["docker"].fix
+    assert "image builds" not in checks  # nothing to say about builds without an engine
     assert checks["gpu"].level == "warn" and "580" in checks["gpu"].fix
     assert checks["disk"].level == "warn"  # enough for tiny, not for 3b/7b
     assert "named volumes not checked" in checks["volumes"].detail

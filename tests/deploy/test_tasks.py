@@ -82,8 +82,6 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("aggregate", {"scale": "3b"},
      ["docker compose run --rm aggregate python -m aggregate --input data/infer/3b/tables "
       "--output data/results/3b --scale 3b"]),
-    ("build", {}, [f"docker compose build --build-arg RCEA_GIT_COMMIT={COMMIT} train infer-cli aggregate"]),
-    ("build", {"role": "infer"}, [f"docker compose build --build-arg RCEA_GIT_COMMIT={COMMIT} infer-cli"]),
     ("bootstrap", {}, ["scripts/bootstrap"]),
     ("bootstrap", {"role": "train"}, ["scripts/bootstrap train"]),
     ("test", {}, ["scripts/test"]),
