@@ -36,10 +36,13 @@ def truncate_steps(path: str | Path, last_step: int) -> None:
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
+TB_TRAIN = "train/"   # a TensorBoard tag prefix, not a store folder
+
+
 def tensorboard_tag(key: str) -> str:
     """TRL's (Transformers') TensorBoard naming: training scalars under `train/` (`train/reward`,
     `train/clip_ratio/low`), so runs line up with any other TRL run in one TensorBoard."""
-    return key if key.startswith(("train/", "eval/")) else f"train/{key}"
+    return key if key.startswith((TB_TRAIN, "eval/")) else TB_TRAIN + key
 
 
 class StepLogger(TrainerCallback):

@@ -12,9 +12,9 @@ CASES = [
     ("grpo", {}, lambda b: ref.grpo(b)),
     ("grpo_tok", {"loss_type": "dapo"}, lambda b: ref.grpo(b, loss_type="dapo")),
     ("dapo", {}, lambda b: ref.dapo(b)),
-    ("dapo_shaped", {"max_completion_length": 8}, lambda b: ref.dapo(b, L_max=8, factor=0.5)),
-    ("dapo_shaped_full", {"max_completion_length": 8, "overlong_penalty_factor": 1.0},
-     lambda b: ref.dapo(b, L_max=8, factor=1.0)),
+    ("dapo_shaped", {"max_completion_length": 8}, lambda b: ref.dapo(b, L_max=8, factor=1.0)),  # default: TRL's
+    ("dapo_shaped_verl", {"max_completion_length": 8, "overlong_penalty_factor": 0.5},
+     lambda b: ref.dapo(b, L_max=8, factor=0.5)),
     ("clip_cov", {"clip_cov_lb": -0.05, "clip_cov_ub": 0.3, "clip_cov_ratio": 1.0},
      lambda b: ref.clip_cov_all_candidates(b, -0.05, 0.3)),
     ("kl_cov", {"kl_cov_ratio": 0.1}, lambda b: ref.kl_cov(b, 0.1, 0.5)),
