@@ -103,6 +103,11 @@ def eval_inventory(ds, st) -> dict[str, dict[str, int]]:
             for b, n in _questions_per_benchmark(ds.tables[table]).items():
                 inv.setdefault(b, {})[col] = n
     if ds.has("passk"):
-        n = len(set(pc.cast(ds.tables["passk"].column("question_id"), pa.string()).to_pylist()))
-        inv.setdefault(canonical_benchmark(st.passk_benchmark), {})["passk"] = n
+        t = ds.tables["passk"]
+        if "benchmark" in t.column_names:  # the optional column says what was measured
+            for b, n in _questions_per_benchmark(t).items():
+                inv.setdefault(b, {})["passk"] = n
+        else:
+            n = len(set(pc.cast(t.column("question_id"), pa.string()).to_pylist()))
+            inv.setdefault(canonical_benchmark(st.passk_benchmark), {})["passk"] = n
     return inv

@@ -45,21 +45,47 @@ def _finite(x) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def fig_traces(res: dict, st: AggregateSettings, out: Path) -> list[str]:
-    """Probe token entropy (macro) and raw/smoothed dense benchmark accuracy vs normalised progress."""
+def smoothing_window(n_points: int, window: int) -> int:
+    """The centred moving-average window a trace of n_points gets: the configured window when the trace has at
+    least that many points, else 1 (no smoothing: a 5-point average over 2 points draws a flat line)."""
+    return window if window > 1 and n_points >= window else 1
+
+
+def _trace_line(ax, x, y, window: int, **kw):
+    """Raw points, plus their CMA line when the trace is long enough (else the points joined as measured)."""
     from aggregate.evals import centered_moving_average
+
+    w = smoothing_window(len(y), window)
+    if w > 1:
+        line, = ax.plot(x, centered_moving_average(y, w), **kw)
+        ax.plot(x, y, ".", color=line.get_color(), alpha=0.4)
+    else:
+        line, = ax.plot(x, y, marker="o", ms=4, **kw)
+    return line, w
+
+
+def _smoothing_note(windows: set[int]) -> str:
+    used = sorted(w for w in windows if w > 1)
+    if not used:
+        return "points as measured (too few to smooth)"
+    return f"dots raw, line CMA({used[0]})" + ("" if 1 not in windows else ", short traces unsmoothed")
+
+
+def draw_traces(res: dict, st: AggregateSettings):
+    """Probe token entropy (macro) and greedy accuracy on the trace benchmark vs normalised progress; the
+    base policy is every run's step 0, drawn as the start of each line and as a dotted reference line."""
     from aggregate.evaltables import canonical_benchmark
     from aggregate.pipeline import method_rank, steps_per_epoch
-    from aggregate.tables import method_name, scale_name
+    from aggregate.tables import BENCH_NAMES, method_name, scale_name
 
     eps = res.get("endpoints", [])
     bench = canonical_benchmark(st.failure_benchmark)
     greedy = [g for g in res.get("greedy", []) if g["benchmark"] == bench]
     scales = sorted({e["scale"] for e in eps} | {g["scale"] for g in greedy})
     if not scales:
-        return []
+        return None
     plt = _plt()
-    fig, axes = plt.subplots(2, len(scales), figsize=(5 * len(scales), 6.5), squeeze=False)
+    fig, axes = plt.subplots(2, len(scales), figsize=(5.5 * len(scales), 7), squeeze=False)
     for j, sc in enumerate(scales):
         steps_all = [e["step"] for e in eps if e["scale"] == sc] + [g["step"] for g in greedy if g["scale"] == sc]
         spe = steps_per_epoch(sc, st, max(steps_all) if steps_all else 1)
@@ -67,107 +93,207 @@ def fig_traces(res: dict, st: AggregateSettings, out: Path) -> list[str]:
         methods = sorted({e["method"] for e in eps if e["scale"] == sc and e["method"] != BASE_METHOD},
                          key=method_rank)
         ax = axes[0, j]
+        if base:
+            ax.axhline(base[0]["token_entropy_mean"], color="grey", ls=":", lw=1,
+                       label=f"Base (step 0): {base[0]['token_entropy_mean']:.3f}")
         for m in methods:
             pts = sorted(([(0, base[0]["token_entropy_mean"])] if base else [])
                          + [(e["step"], e["token_entropy_mean"]) for e in eps if e["scale"] == sc and e["method"] == m])
-            ax.plot([p[0] / spe for p in pts], [p[1] for p in pts], marker="o", label=method_name(m), color=_color(m))
-        ax.set(title=f"{scale_name(sc)}: probe token entropy", xlabel="normalised progress",
+            ax.plot([p[0] / spe for p in pts], [p[1] for p in pts], marker="o", ms=4, label=method_name(m),
+                    color=_color(m))
+        ax.set(title=f"{scale_name(sc)}: probe token entropy (milestones)", xlabel="normalised progress",
                ylabel="mean token entropy (nats)")
         ax = axes[1, j]
-        for m in sorted({g["method"] for g in greedy if g["scale"] == sc}, key=method_rank):
+        g_base = sorted((g["step"], g["accuracy"]) for g in greedy if g["scale"] == sc and g["method"] == BASE_METHOD)
+        if g_base:
+            ax.axhline(100 * g_base[0][1], color="grey", ls=":", lw=1, label=f"Base (step 0): {100 * g_base[0][1]:.1f}%")
+        windows = set()
+        for m in sorted({g["method"] for g in greedy if g["scale"] == sc and g["method"] != BASE_METHOD},
+                        key=method_rank):
             tr = sorted((g["step"], g["accuracy"]) for g in greedy if g["scale"] == sc and g["method"] == m)
+            if g_base and tr[0][0] > 0:
+                tr = [(0, g_base[0][1]), *tr]  # every run starts from the base policy
             x = np.array([p[0] for p in tr]) / spe
             y = 100 * np.array([p[1] for p in tr])
-            line, = ax.plot(x, centered_moving_average(y, st.smoothing_window), label=method_name(m), color=_color(m))
-            ax.plot(x, y, ".", color=line.get_color(), alpha=0.4)
+            line, w = _trace_line(ax, x, y, st.smoothing_window, label=method_name(m), color=_color(m))
+            windows.add(w)
             fd = res.get("failure_detector", {}).get(f"{sc}/{m}", {})
             if fd.get("fired"):
                 ax.axvline(fd["onset_step"] / spe, color=line.get_color(), ls="--", lw=1)
-        ax.set(title=f"{scale_name(sc)}: greedy {bench} (raw dots, CMA({st.smoothing_window}) line)",
+        name = BENCH_NAMES.get(bench, bench)
+        ax.set(title=f"{scale_name(sc)}: greedy accuracy, {name}\n({_smoothing_note(windows)})",
                xlabel="normalised progress", ylabel="accuracy (%)")
         for a in axes[:, j]:
             if a.get_legend_handles_labels()[0]:
-                a.legend(fontsize=7)
+                a.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    return save(fig, out, "fig_traces")
+    return fig
 
 
-def fig_ratios(res: dict, st: AggregateSettings, out: Path) -> list[str]:
+def draw_ratios(res: dict, st: AggregateSettings):
     """Broad and paired failed-to-success ratios with bootstrap intervals per reported endpoint."""
     from aggregate.tables import method_name, scale_name
 
     runs = [r for r in res.get("runs", []) if r["method"] != BASE_METHOD and _finite(r.get("broad_ratio"))]
     if not runs:
-        return []
+        return None
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(runs) + 2), 4))
     x = np.arange(len(runs))
-    ax.scatter(x - 0.12, [r["broad_ratio"] for r in runs], marker="s", label="broad")
+    ax.scatter(x - 0.12, [r["broad_ratio"] for r in runs], marker="s", facecolors="none", edgecolors="0.35",
+               label="broad (all failed / all successful)")
     paired = np.array([r.get("paired_ratio", np.nan) for r in runs], float)
     ci = np.array([r.get("paired_ci") or [np.nan, np.nan] for r in runs], float)
     err = np.vstack([paired - ci[:, 0], ci[:, 1] - paired])
-    ax.errorbar(x + 0.12, paired, yerr=np.where(np.isfinite(err), err, 0), fmt="o", capsize=3, label="paired [95% CI]")
-    ax.axhline(1.0, color="grey", lw=1)
-    ticks = [f"{method_name(r['method'])}\n{scale_name(r['scale'])}" + ("†" if r.get("failed") else "") for r in runs]
+    ax.errorbar(x + 0.12, paired, yerr=np.where(np.isfinite(err), err, 0), fmt="o", color="C0", capsize=3,
+                label="paired per question [95% CI]")
+    ax.axhline(1.0, color="grey", lw=1, ls=":", label="1 = no difference")
+    ticks = [f"{method_name(r['method'])}" + ("*" if r.get("extension") else "") + ("†" if r.get("failed") else "")
+             + f"\n{scale_name(r['scale'])}" for r in runs]
     ax.set_xticks(x, ticks, fontsize=7)
+    notes = (["† failed run (its last endpoint before the onset)"] if any(r.get("failed") for r in runs) else []) \
+        + (["* extension, not one of the paper's objectives"] if any(r.get("extension") for r in runs) else [])
     ax.set(ylabel="failed / successful token entropy", title="Reward-stratified entropy ratios")
-    ax.legend(fontsize=8)
-    return save(fig, out, "fig_reward_ratios")
+    if notes:
+        ax.set_xlabel("; ".join(notes), fontsize=7)
+    ax.legend(fontsize=7, loc="best")
+    return fig
 
 
-def fig_covfit(res: dict, st: AggregateSettings, out: Path) -> list[str]:
+def draw_covfit(res: dict, st: AggregateSettings):
     """Observed vs predicted entropy change per transition, identity line, failed runs hollow."""
     from aggregate.tables import scale_name
 
     tr = res.get("transitions", [])
     if not tr:
-        return []
+        return None
     plt = _plt()
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    for sc in sorted({t["scale"] for t in tr}):
+    for i, sc in enumerate(sorted({t["scale"] for t in tr})):
         for excl in (False, True):
             pts = [(t["predicted"], t["observed"]) for t in tr if t["scale"] == sc and t["excluded"] == excl]
             if pts:
                 p = np.array(pts)
-                ax.scatter(p[:, 0], p[:, 1], label=f"{scale_name(sc)}" + (" (excluded)" if excl else ""),
-                           facecolors="none" if excl else None, edgecolors="k" if excl else None)
+                label = f"{scale_name(sc)}" + (" (failed run, excluded from the fit)" if excl else "")
+                ax.scatter(p[:, 0], p[:, 1], label=label, facecolors="none" if excl else f"C{i}",
+                           edgecolors=f"C{i}")
     allv = np.array([[t["predicted"], t["observed"]] for t in tr])
     lo, hi = float(allv.min()), float(allv.max())
     ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="identity")
     f = res.get("covariance_fit", {}).get("all_nonfailed", {})
     if _finite(f.get("slope")):
         ax.plot([lo, hi], [f["intercept"] + f["slope"] * lo, f["intercept"] + f["slope"] * hi], "r-", lw=1,
-                label=f"OLS slope {f['slope']:.3f}, r {f['pearson']:.3f}")
+                label=f"OLS fit: slope {f['slope']:.3f}, r {f['pearson']:.3f}" + (f", n = {f['n']}" if "n" in f else ""))
     ax.set(xlabel="predicted ΔH (covariance, Eq. 10)", ylabel="observed ΔH", title="Exact covariance fit")
     ax.legend(fontsize=7)
-    return save(fig, out, "fig_covariance_fit")
+    return fig
 
 
-def fig_retention(res: dict, st: AggregateSettings, out: Path) -> list[str]:
-    """Mode retention (%) against pass@k (%) per trained nonfailed run, one colour per scale."""
+# Label offsets (points) tried in order around a marker: right, left, above, below, the diagonals, then
+# the same directions further out (joined to the marker by a thin leader line).
+_OFFSETS = [(dx * r, dy * r) for r in (1, 2, 3.2) for dx, dy in
+            ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1))]
+
+
+def _overlap(a, b) -> float:
+    """Overlap area of two display-space boxes (x0, y0, x1, y1)."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def place_labels(ax, xs, ys, texts, marker_pt: float = 7.0, fontsize: float = 6.5) -> list:
+    """Annotate (x, y) points with texts placed so that no label covers a marker, another label or the legend,
+    or leaves the axes, where such a place exists among _OFFSETS (else the least-overlapping one). Returns
+    the annotations (tests read their boxes)."""
+    from matplotlib.text import Text
+
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    px = fig.dpi / 72.0
+    pts = ax.transData.transform(np.column_stack([xs, ys]))
+    r = marker_pt / 2 * px + 1
+    taken = [(x - r, y - r, x + r, y + r) for x, y in pts]
+    frame = ax.get_window_extent(renderer)
+    legend = ax.get_legend()
+    if legend is not None:
+        lb = legend.get_window_extent(renderer)
+        taken.append((lb.x0, lb.y0, lb.x1, lb.y1))
+    placed = []
+    base = 5.0
+    for xd, yd, text in zip(xs, ys, texts):
+        best = None
+        for dx, dy in _OFFSETS:
+            ha = "left" if dx > 0 else "right" if dx < 0 else "center"
+            va = "bottom" if dy > 0 else "top" if dy < 0 else "center"
+            far = abs(dx) > 1 or abs(dy) > 1
+            ann = ax.annotate(text, (xd, yd), xytext=(dx * base, dy * base),
+                              textcoords="offset points", ha=ha, va=va, fontsize=fontsize,
+                              arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4", "shrinkA": 0,
+                                          "shrinkB": marker_pt / 2} if far else None)
+            ann.update_positions(renderer)
+            bb = Text.get_window_extent(ann, renderer)  # the text alone, not its leader line
+            box = (bb.x0 - 1, bb.y0 - 1, bb.x1 + 1, bb.y1 + 1)
+            cost = sum(_overlap(box, t) for t in taken)
+            outside = (bb.x0 < frame.x0) or (bb.x1 > frame.x1) or (bb.y0 < frame.y0) or (bb.y1 > frame.y1)
+            cost += 1e6 if outside else 0.0
+            if best is None or cost < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (cost, ann, box)
+            else:
+                ann.remove()
+            if cost == 0:
+                break
+        placed.append(best[1])
+        taken.append(best[2])
+    return placed
+
+
+def passk_axis_label(res: dict, st: AggregateSettings) -> str:
+    """The pass@k axis names the benchmark the passk table measured (its `benchmark` column; the
+    configured one when the table has none) and the k the aggregation used."""
     from aggregate.evaltables import canonical_benchmark
-    from aggregate.tables import BENCH_NAMES, method_name, scale_name
+    from aggregate.tables import BENCH_NAMES
+
+    inv = res.get("eval_inventory") or {}
+    benches = sorted(b for b, v in inv.items() if "passk" in v) or [canonical_benchmark(st.passk_benchmark)]
+    return f"{' + '.join(BENCH_NAMES.get(b, b) for b in benches)} pass@{st.pass_k} (%)"
+
+
+def draw_retention(res: dict, st: AggregateSettings):
+    """Mode retention (%) against pass@k (%) per trained nonfailed run of the paper's objectives, one colour
+    per scale; the base policy's retention (100% by construction) as a reference line."""
+    from aggregate.tables import method_name, scale_name
 
     key = f"pass_at_{st.pass_k}"
     runs = [r for r in res.get("runs", []) if r["method"] != BASE_METHOD and not r.get("failed")
             and not r.get("extension") and _finite(r.get("mode_retention")) and _finite(r.get(key))]
     if not runs:
-        return []
+        return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(4.8, 4))
-    for sc in sorted({r["scale"] for r in runs}):
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    ax.axhline(100.0, color="grey", ls=":", lw=1, label="Base (100% by construction)")
+    xs, ys, texts = [], [], []
+    for i, sc in enumerate(sorted({r["scale"] for r in runs})):
         sub = [r for r in runs if r["scale"] == sc]
         c = res.get("correlations", {}).get(sc, {})
-        lab = f"{scale_name(sc)} (ρ_s={c.get('spearman', float('nan')):.2f})"
-        ax.scatter([r[key] for r in sub], [r["mode_retention"] for r in sub], label=lab)
-        for r in sub:
-            ax.annotate(method_name(r["method"]), (r[key], r["mode_retention"]), fontsize=6)
-    ax.set(xlabel=f"{BENCH_NAMES.get(canonical_benchmark(st.passk_benchmark), st.passk_benchmark)} pass@{st.pass_k} (%)", ylabel="mode retention (%)", title="Mode retention vs pass@k")
-    ax.legend(fontsize=7)
-    return save(fig, out, "fig_retention_vs_passk")
+        rho = c.get("spearman")
+        lab = f"{scale_name(sc)}" + (f" (ρ_s = {rho:.2f}, n = {c.get('n', len(sub))})" if _finite(rho) else "")
+        ax.scatter([r[key] for r in sub], [r["mode_retention"] for r in sub], label=lab, s=49, zorder=3,
+                   color=f"C{i}")
+        xs += [r[key] for r in sub]
+        ys += [r["mode_retention"] for r in sub]
+        texts += [method_name(r["method"]) for r in sub]
+    ax.margins(x=0.2, y=0.2)
+    ax.set(xlabel=passk_axis_label(res, st), ylabel="mode retention (%)", title="Mode retention vs pass@k")
+    ax.legend(fontsize=7, loc="best")
+    place_labels(ax, xs, ys, texts)
+    return fig
 
 
-def fig_training_entropy(res: dict, st: AggregateSettings, out: Path) -> list[str]:
+def draw_training_entropy(res: dict, st: AggregateSettings):
     """Training token entropy (steps.jsonl) over the whole epoch per run, raw and CMA-smoothed (visual only);
     a failed run's onset marked (Table A3: complete trace, failure marked)."""
     from aggregate.evals import centered_moving_average
@@ -178,7 +304,7 @@ def fig_training_entropy(res: dict, st: AggregateSettings, out: Path) -> list[st
     runs = [(k.split("/", 1), tr) for k, tr in traces.items() if any(_finite(e) for e in tr["entropy"])]
     scales = sorted({sc for (sc, _), _ in runs})
     if not scales:
-        return []
+        return None
     plt = _plt()
     fig, axes = plt.subplots(1, len(scales), figsize=(5 * len(scales), 3.6), squeeze=False)
     for j, sc in enumerate(scales):
@@ -187,8 +313,10 @@ def fig_training_entropy(res: dict, st: AggregateSettings, out: Path) -> list[st
             pts = [(st_, e) for st_, e in zip(tr["step"], tr["entropy"]) if _finite(e)]
             x = np.array([p[0] for p in pts]) / tr["steps_per_epoch"]
             y = np.array([p[1] for p in pts])
-            ax.plot(x, y, color=_color(m), alpha=0.25, lw=0.6)
-            ax.plot(x, centered_moving_average(y, st.smoothing_window), color=_color(m), label=method_name(m))
+            w = smoothing_window(len(y), st.smoothing_window)
+            if w > 1:
+                ax.plot(x, y, color=_color(m), alpha=0.25, lw=0.6)
+            ax.plot(x, centered_moving_average(y, w), color=_color(m), label=method_name(m))
             fd = res.get("failure_detector", {}).get(f"{s}/{m}", {})
             if fd.get("fired"):
                 ax.axvline(fd["onset_step"] / tr["steps_per_epoch"], color=_color(m), ls="--", lw=1)
@@ -196,13 +324,17 @@ def fig_training_entropy(res: dict, st: AggregateSettings, out: Path) -> list[st
                ylabel="mean token entropy (nats)")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    return save(fig, out, "fig_training_entropy")
+    return fig
 
 
-FIGURES = {"fig_traces": fig_traces, "fig_training_entropy": fig_training_entropy, "fig_reward_ratios": fig_ratios, "fig_covariance_fit": fig_covfit,
-           "fig_retention_vs_passk": fig_retention}
+FIGURES = {"fig_traces": draw_traces, "fig_training_entropy": draw_training_entropy, "fig_reward_ratios": draw_ratios,
+           "fig_covariance_fit": draw_covfit, "fig_retention_vs_passk": draw_retention}
 
 
 def build_figures(res: dict, st: AggregateSettings, out: Path) -> dict[str, list[str]]:
     """Render every figure whose inputs exist; returns name -> files written (empty: not drawn)."""
-    return {name: f(res, st, out) for name, f in FIGURES.items()}
+    written = {}
+    for name, draw in FIGURES.items():
+        fig = draw(res, st)
+        written[name] = save(fig, out, name) if fig is not None else []
+    return written

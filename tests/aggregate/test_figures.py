@@ -1,0 +1,139 @@
+"""The figures as a reader meets them (issue 25): traces smoothed only when long enough, the base policy
+drawn as a reference, the pass@k axis naming what was measured, labels clear of markers and of each other."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from aggregate import figures
+from aggregate.io import from_tables
+from aggregate.pipeline import run_aggregation
+from aggregate.settings import AggregateSettings
+from benchmarks import synth
+
+ST = AggregateSettings(failure_benchmark="toy", smoothing_window=5, steps_per_epoch={}, bootstrap_resamples=50,
+                       min_k_r=2, min_mode_m=2, pass_k=4, workers=1)
+
+
+def _hand_cma(y: list[float], w: int) -> list[float]:
+    """The centred moving average written out: the mean of the points within w // 2 on each side."""
+    h = w // 2
+    return [sum(y[max(0, i - h):i + h + 1]) / len(y[max(0, i - h):i + h + 1]) for i in range(len(y))]
+
+
+def _lines(ax) -> dict[str, list]:
+    return {ln.get_label(): ln for ln in ax.get_lines()}
+
+
+def _traces_res(steps: list[int], acc: dict[str, list[float]], base_acc: float) -> dict:
+    greedy = [{"scale": "tiny", "method": "base", "step": 0, "benchmark": "toy", "accuracy": base_acc}]
+    eps = [{"scale": "tiny", "method": "base", "step": 0, "token_entropy_mean": 0.157}]
+    for m, ys in acc.items():
+        greedy += [{"scale": "tiny", "method": m, "step": s, "benchmark": "toy", "accuracy": y} for s, y in zip(steps, ys)]
+        eps += [{"scale": "tiny", "method": m, "step": steps[-1], "token_entropy_mean": 0.13}]
+    return {"endpoints": eps, "greedy": greedy}
+
+
+@pytest.mark.parametrize("window", range(1, 10))
+def test_the_smoothing_window_never_exceeds_the_points(window):
+    for n in range(0, 25):
+        w = figures.smoothing_window(n, window)
+        assert w <= max(n, 1)
+        assert w == (window if n >= window else 1)
+
+
+def test_two_greedy_points_are_drawn_as_measured_from_the_base():
+    """The demo's case: two dense points per run. No 5-point average (it drew flat lines); every line starts
+    at the base policy's accuracy, which is also a labelled reference line, not a lone dot."""
+    res = _traces_res([50, 100], {"grpo": [0.70, 0.797], "dapo": [0.72, 0.75]}, base_acc=0.578)
+    fig = figures.draw_traces(res, ST)
+    greedy_ax = fig.axes[1]
+    lines = _lines(greedy_ax)
+    assert list(lines["GRPO"].get_ydata()) == pytest.approx([57.8, 70.0, 79.7])
+    assert list(lines["DAPO"].get_ydata()) == pytest.approx([57.8, 72.0, 75.0])
+    assert list(lines["GRPO"].get_xdata()) == pytest.approx([0.0, 0.5, 1.0])
+    base = [ln for label, ln in lines.items() if label.startswith("Base")]
+    assert len(base) == 1 and list(base[0].get_ydata()) == pytest.approx([57.8, 57.8])
+    assert "57.8%" in base[0].get_label()
+    assert "CMA" not in greedy_ax.get_title() and "too few to smooth" in greedy_ax.get_title()
+    for label, ln in lines.items():
+        if not label.startswith("Base") and not label.startswith("_"):
+            assert len(set(np.round(ln.get_ydata(), 9))) > 1, f"{label} is drawn flat"
+    entropy_base = [ln for label, ln in _lines(fig.axes[0]).items() if label.startswith("Base")]
+    assert len(entropy_base) == 1 and list(entropy_base[0].get_ydata()) == pytest.approx([0.157, 0.157])
+    figures._plt().close(fig)
+
+
+def test_a_long_trace_is_smoothed_with_the_configured_window():
+    ys = [0.60, 0.62, 0.58, 0.70, 0.66, 0.71, 0.75, 0.69, 0.80, 0.78]
+    res = _traces_res(list(range(10, 101, 10)), {"grpo": ys}, base_acc=0.55)
+    fig = figures.draw_traces(res, ST)
+    greedy_ax = fig.axes[1]
+    raw = [55.0] + [100 * y for y in ys]
+    assert list(_lines(greedy_ax)["GRPO"].get_ydata()) == pytest.approx(_hand_cma(raw, 5))
+    dots = [ln for ln in greedy_ax.get_lines() if ln.get_linestyle() == "None"]
+    assert any(list(d.get_ydata()) == pytest.approx(raw) for d in dots), "the raw points are drawn too"
+    assert "CMA(5)" in greedy_ax.get_title()
+    figures._plt().close(fig)
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, pa.Table]:
+    return synth.generate(synth.tiny_spec(seed=3, n_questions=6, k=12, methods=("grpo", "dapo")))
+
+
+@pytest.mark.parametrize("column,label", [("toy", "toy pass@4 (%)"), (None, "MATH 500 pass@4 (%)")])
+def test_the_passk_axis_names_the_benchmark_the_table_measured(tables, column, label):
+    """Through the pipeline: the passk table's own `benchmark` column names the axis (the toy world's is
+    `toy`); a table without the column falls back to the configured benchmark (MATH500)."""
+    t = dict(tables)
+    if column is not None:
+        t["passk"] = t["passk"].append_column("benchmark", pa.array([column] * t["passk"].num_rows))
+    st = ST.replace(passk_benchmark="math500")
+    res = run_aggregation(from_tables(t), st)
+    assert {b for b, v in res["eval_inventory"].items() if "passk" in v} == {"toy" if column else "math500"}
+    fig = figures.draw_retention(res, st)
+    assert fig is not None and fig.axes[0].get_xlabel() == label
+    figures._plt().close(fig)
+
+
+def _box(bb):
+    return (bb.x0, bb.y0, bb.x1, bb.y1)
+
+
+def test_retention_labels_cover_no_marker_no_label_and_no_legend():
+    """Eight runs bunched within a marker's width or two and one far away (so the bunch is small on the
+    axes): each label is placed clear of every marker, every other label and the legend, inside the axes."""
+    from matplotlib.text import Text
+
+    pts = [("grpo", 95.1, 97.0), ("dapo", 95.6, 96.2), ("clip_cov", 94.8, 95.8), ("kl_cov", 95.3, 94.9),
+           ("ep_grpo", 96.0, 97.5), ("gtpo", 94.4, 98.1), ("archer", 80.0, 80.0), ("grpo", 95.4, 96.6),
+           ("dapo", 95.0, 96.3)]
+    runs = [{"scale": "tiny", "method": m, "failed": False, "extension": False, "pass_at_4": x,
+             "mode_retention": y} for m, x, y in pts]
+    res = {"runs": runs, "correlations": {"tiny": {"spearman": 0.1, "n": 6}}, "eval_inventory": {"toy": {"passk": 32}}}
+    fig = figures.draw_retention(res, ST)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [t for t in ax.texts]
+    assert sorted(t.get_text() for t in texts) == sorted(["GRPO", "DAPO", "Clip-Cov", "KL-Cov", "EP-GRPO", "GTPO",
+                                                          "Archer", "GRPO", "DAPO"])
+    centres = ax.transData.transform([(x, y) for _, x, y in pts])
+    r = 3.5 * fig.dpi / 72  # the markers' radius (s = 49 pt^2: 7 pt across)
+    markers = [(x - r, y - r, x + r, y + r) for x, y in centres]
+    boxes = [_box(Text.get_window_extent(t, renderer)) for t in texts]
+    frame = _box(ax.get_window_extent(renderer))
+    legend = _box(ax.get_legend().get_window_extent(renderer))
+    for b in boxes:
+        assert frame[0] <= b[0] and b[2] <= frame[2] and frame[1] <= b[1] and b[3] <= frame[3]
+        assert all(figures._overlap(b, m) == 0 for m in markers)
+        assert figures._overlap(b, legend) == 0
+    for a, b in itertools.combinations(boxes, 2):
+        assert figures._overlap(a, b) == 0
+    assert figures._overlap((0, 0, 2, 2), (1, 1, 3, 3)) == 1 and figures._overlap((0, 0, 1, 1), (2, 2, 3, 3)) == 0
+    figures._plt().close(fig)
