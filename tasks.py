@@ -161,6 +161,7 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
                              check_workers(num_workers, scale))
     execute = st.executor(engine, scale, parse_methods(methods), address)
     _share_overrides(c, check_overrides(override, scale))
+    st.check_endpoints(scale, dry=is_dry(c))   # the judge and codebook serve their models, or stop before GPU work
     _at(c, scale, "the study", "invoke study --scale tiny")
     _run(c, "study", scale, stages, execute)
 
@@ -239,9 +240,10 @@ def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
 @task(help={"strict": "exit non-zero also when Docker or a GPU is missing (readiness for 3b/7b)",
             "num-workers": f"workers you plan to start (default $NUM_WORKERS or {MAX_WORKERS})",
             "min-disk-gb": "free disk wanted at the project root, GiB",
-            "ray-address": "a Ray head HOST:PORT to check it is reachable (invoke study --engine ray)"})
-def doctor(c, strict=False, num_workers=None, min_disk_gb=100, ray_address=""):
-    """Preflight: Docker, NVIDIA driver (>= 580 for infer), GPU count, /dev/shm, disk, volume permissions.
+            "ray-address": "a Ray head HOST:PORT to check it is reachable (invoke study --engine ray)",
+            "scale": "whose LLM endpoints (judge, codebook) to ask for their models (default 3b)"})
+def doctor(c, strict=False, num_workers=None, min_disk_gb=100, ray_address="", scale="3b"):
+    """Preflight: Docker, NVIDIA driver (>= 580), GPU count, /dev/shm, disk, volumes, LLM endpoints' models.
 
-    Exit status: 1 if a check fails; missing Docker/GPU are warnings (tiny still runs) unless --strict."""
-    doc.run_doctor(check_workers(num_workers), strict, min_disk_gb, ray_address or None)
+    Exit status: 1 if a check fails; missing Docker/GPU/endpoints are warnings (tiny still runs) unless --strict."""
+    doc.run_doctor(check_workers(num_workers), strict, min_disk_gb, ray_address or None, choice("scale", scale, SCALES))

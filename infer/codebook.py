@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from infer import codebook_prompts as P
-from infer.llm import LLMClient, LLMSettings, Request
+from infer.llm import LLMClient, LLMSettings, Request, exits_on_failure
 from infer.llm_io import export_labels, load_questions, load_samples, load_texts, traj_id
 from rcea.layout import llm_cache_dir, semantic_dir
 from rcea.config import base_default
@@ -375,6 +375,7 @@ def run_labeller(scale: str, labeller: ModeLabeller, source: str = "plug-in") ->
     return table
 
 
+@exits_on_failure
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infer.codebook", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)

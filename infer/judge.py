@@ -31,7 +31,7 @@ import pandas as pd
 from rcea.layout import judge_calibration, llm_cache_dir, semantic_dir
 from rcea.stats import binary_calibration
 
-from infer.llm import LLMClient, LLMSettings, Request, parse_json
+from infer.llm import LLMClient, LLMSettings, Request, exits_on_failure, parse_json
 from infer.llm_io import accepted, export_labels, load_questions, load_samples, load_texts, traj_id
 from rcea.store import atomic_write_json, atomic_write_text, read_parquet, write_parquet
 
@@ -190,6 +190,7 @@ def settings_for(scale: str, args) -> LLMSettings:
     return settings
 
 
+@exits_on_failure
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infer.judge", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -6,7 +6,7 @@ configuration of $RCEA_SCALE (with $RCEA_OVERRIDES, as every container reads it)
 clients read the same settings:
 
 - it serves every model name a client sends to the judge service: `judge.model`, and `codebook.model`
-  when `codebook.base_url` is the judge's endpoint (a name the server does not serve answers 404);
+  when `codebook.base_url` is set to the judge's endpoint (a name the server does not serve answers 404);
 - it loads `judge.model` at `judge.model_revision` (what the judge's manifests record), or the weights
   that $JUDGE_MODEL names (a local folder, e.g. a copy in the data volume; it is then served under the
   configured names);
@@ -26,11 +26,11 @@ PORT = 8000
 
 
 def served_names(cfg) -> list[str]:
-    """The model names clients send to the judge's endpoint, judge first, each once."""
-    names = [cfg["judge.model"]]
-    if cfg["codebook.base_url"].rstrip("/") == cfg["judge.base_url"].rstrip("/"):
-        names.append(cfg["codebook.model"])
-    return list(dict.fromkeys(names))
+    """The model names clients send to the judge's endpoint, judge first, each once (the study's preflight
+    checks the same list: rcea.endpoints.judge_served_names)."""
+    from rcea.endpoints import judge_served_names
+
+    return judge_served_names(cfg)
 
 
 def server_argv(cfg, weights: str = "", extra: str = "") -> list[str]:

@@ -9,6 +9,8 @@ Who labels is `judge.labeller` (overridable with --labeller): `auto` uses the to
 `data.world` is `toy` (decidable there, no model call) and the LLM judge and codebook otherwise; `rules` or
 `llm` force one. Both paths write through the same export (`process_valid` and `mode` in the samples
 table, the verdict and assignment tables under semantic/). Modes need validity first.
+An LLM endpoint that does not list its model, and any permanent failure (404, 401/403, retries exhausted),
+stops the step with exit status 1 and one line naming endpoint, model and status (infer.llm).
 """
 
 from __future__ import annotations
@@ -17,24 +19,21 @@ import argparse
 import json
 import sys
 
+from infer.llm import exits_on_failure
+from rcea.endpoints import labeller as choose   # rules or llm: one rule, also used by the study's preflight
+
 STEPS = ("validity", "modes", "all")
 LABELLERS = ("auto", "rules", "llm")
 
 
-def choose(cfg, requested: str | None = None) -> str:
-    """`rules` or `llm` for this configuration (`requested` overrides the `judge.labeller` setting)."""
-    want = requested or cfg["judge.labeller"]
-    if want not in LABELLERS:
-        raise ValueError(f"unknown labeller {want!r}; valid: {', '.join(LABELLERS)}")
-    if want == "auto":
-        return "rules" if cfg["data.world"] == "toy" else "llm"
-    return want
-
-
 def _llm(cfg, section: str, args):
-    from infer.llm import LLMSettings
-    return LLMSettings.from_config(cfg, section, base_url=args.base_url, model=args.model,
-                                   concurrency=args.concurrency, progress=not args.no_progress)
+    """The endpoint's settings, checked first: it must serve its model (infer.llm.preflight), else the stage
+    stops here, before any request, with the fix."""
+    from infer.llm import LLMSettings, preflight
+    settings = LLMSettings.from_config(cfg, section, base_url=args.base_url, model=args.model,
+                                       concurrency=args.concurrency, progress=not args.no_progress)
+    preflight(settings)
+    return settings
 
 
 def validity(scale: str, kind: str, cfg, args) -> dict:
@@ -64,6 +63,7 @@ def modes(scale: str, kind: str, cfg, args) -> dict:
     return {"labeller": kind, **summary(table), **pipe.client.stats(), "problems": len(pipe.log)}
 
 
+@exits_on_failure
 def main(argv: list[str] | None = None) -> int:
     from rcea.config import SCALES, ConfigError, load_config
 

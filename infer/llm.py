@@ -3,10 +3,13 @@
 Every call goes through the `openai` client to the endpoint named in configuration (the judge's
 vLLM OpenAI server, or a remote API for the codebook model). Each response is cached on the shared
 volume under the SHA-256 of (model, messages, parameters, variant), one JSON file per call written
-atomically, so a rerun or a resumed run makes no repeated call. Timeouts, connection errors, 429
-and 5xx are retried with exponential backoff, or after the server's `Retry-After` (seconds or an HTTP
-date, capped at `max_retry_after_s`); other errors, and a 200 whose body is not a chat completion
-(an HTML proxy page), are returned (not cached) as failures whose message names the cause.
+atomically, so a rerun or a resumed run makes no repeated call. Timeouts, connection errors, 429, 5xx and
+a 200 whose body is not a chat completion (an HTML proxy page, truncated or non-JSON text) are retried with
+exponential backoff, or after the server's `Retry-After` (seconds or an HTTP date, capped at
+`max_retry_after_s`). Permanent failures stop the stage: a 404 (a model the server does not serve),
+401/403 (the key), or retries exhausted raise `LLMFailure` naming endpoint, model and status (the CLIs exit
+1 with it; what was answered so far stays cached, so a rerun resumes). Other 4xx (one request the server
+refuses, e.g. too long) are returned, not cached, as that request's failure.
 The API key comes from an environment variable or a secret file and is never logged or stored.
 
 WARNING: responses are untrusted model output. They are only ever parsed as JSON with size limits
@@ -15,10 +18,12 @@ WARNING: responses are untrusted model output. They are only ever parsed as JSON
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
+import sys
 import threading
 import time
 from email.utils import parsedate_to_datetime
@@ -51,6 +56,7 @@ class LLMSettings:
     backoff_s: float = 1.0
     max_retry_after_s: float = field(default_factory=base_default("judge.max_retry_after_s"))
     progress: bool = True
+    section: str = "judge"  # the configs section it came from (named in failures)
 
     @classmethod
     def from_config(cls, cfg, section: str, **overrides: Any) -> "LLMSettings":
@@ -58,7 +64,7 @@ class LLMSettings:
         names = set(cls.__dataclass_fields__)
         vals = {k: v for k, v in sec.items() if k in names}
         vals.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**vals)
+        return cls(**{"section": section, **vals})
 
     def params(self, seed: int | None = None) -> dict[str, Any]:
         return {"temperature": self.temperature, "seed": self.seed if seed is None else seed,
@@ -109,7 +115,47 @@ def _transient(exc: Exception) -> bool:
 
 
 class NotACompletion(Exception):
-    """An HTTP 200 whose body is not a chat completion (not retried: the message names what came)."""
+    """An HTTP 200 whose body is not a chat completion (retried like a transient fault; the message names
+    what came)."""
+
+
+class LLMFailure(RuntimeError):
+    """A permanent failure of an endpoint (404, 401/403, retries exhausted): the stage stops."""
+
+
+PERMANENT = {401: "the API key is missing or wrong", 403: "the API key is not allowed this model",
+             404: "the server does not serve this model"}
+
+
+def failure(settings: LLMSettings, status: str, hint: str = "") -> LLMFailure:
+    s = settings
+    fix = {"judge": "judge.base_url / judge.model", "codebook": "codebook.base_url / codebook.model"}.get(
+        s.section, "base_url / model")
+    return LLMFailure(f"{s.section} endpoint {s.base_url} model {s.model!r}: {status}"
+                      + (f" ({hint})" if hint else "") + f"; check {fix} and ${s.api_key_env} (invoke doctor)")
+
+
+def preflight(settings: LLMSettings) -> None:
+    """Before any request: the endpoint must list the model at GET <base_url>/models, else LLMFailure with
+    the fix (rcea.endpoints, the same check the study and `invoke doctor` run)."""
+    from rcea.endpoints import Endpoint, problem
+
+    found = problem(Endpoint(settings.section, settings.base_url, settings.model, settings.api_key_env,
+                             settings.api_key_file), timeout_s=min(settings.timeout_s, 30.0))
+    if found:
+        raise LLMFailure(found)
+
+
+def exits_on_failure(main):
+    """CLI entry points: an LLMFailure becomes one line on stderr and exit status 1."""
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except LLMFailure as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    return wrapped
 
 
 def _content(out: Any) -> tuple[str, str | None]:
@@ -147,12 +193,15 @@ class LLMClient:
     calls: int = 0        # HTTP attempts made (including retries)
     cache_hits: int = 0
     failures: int = 0
+    stopped: bool = False  # set by the first permanent failure: the other requests stop too
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _client: Any = field(default=None, repr=False)
 
     def _openai(self):
         if self._client is None:
             import openai
+            if not self.settings.base_url:   # the openai client would otherwise call api.openai.com
+                raise failure(self.settings, "no endpoint configured", f"{self.settings.section}.base_url is empty")
             # max_retries=0: the openai client's own retry loop is off, so `_call` is the only one (it also
             # caps Retry-After at judge.max_retry_after_s, counts attempts, and never retries an HTML 200).
             self._client = openai.OpenAI(base_url=self.settings.base_url, api_key=api_key(self.settings),
@@ -182,6 +231,8 @@ class LLMClient:
             return hit
         last = "no attempt"
         for attempt in range(self.settings.max_retries + 1):
+            if self.stopped:
+                raise failure(self.settings, "stopped after another request failed permanently")
             with self._lock:
                 self.calls += 1
             try:
@@ -193,13 +244,26 @@ class LLMClient:
                     "messages_sha256": hashlib.sha256(json.dumps(req.messages, sort_keys=True).encode()).hexdigest(),
                     "text": text, "finish_reason": finish, "attempts": attempt + 1})
                 return Response(key, text)
-            except NotACompletion as exc:
-                last = str(exc)
-                break
+            except LLMFailure:
+                raise
             except Exception as exc:  # noqa: BLE001 - classified below
-                last = f"{type(exc).__name__}: {getattr(exc, 'status_code', '')}".strip()
-                if not _transient(exc) or attempt == self.settings.max_retries:
+                status = getattr(exc, "status_code", None)
+                last = str(exc) if isinstance(exc, NotACompletion) else f"{type(exc).__name__}: {status or ''}".strip()
+                if status in PERMANENT:
+                    with self._lock:
+                        self.failures += 1
+                        self.stopped = True
+                    raise failure(self.settings, f"HTTP {status}", PERMANENT[status]) from exc
+                # a body that is not a chat completion (HTML, truncated or non-JSON text: the openai client
+                # raises a JSON decode error or hands back the raw text) is retried like a transient fault
+                if not (_transient(exc) or isinstance(exc, (NotACompletion, ValueError))):
                     break
+                if attempt == self.settings.max_retries:
+                    with self._lock:
+                        self.failures += 1
+                        self.stopped = True
+                    raise failure(self.settings, f"{attempt + 1} attempts failed, the last with {last}",
+                                  "retries exhausted") from exc
                 asked = retry_after_s(exc)
                 time.sleep(self.settings.backoff_s * 2 ** attempt if asked is None
                            else min(asked, self.settings.max_retry_after_s))
@@ -217,9 +281,14 @@ class LLMClient:
         with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool, \
                 tqdm(total=len(unique), desc=desc, disable=not self.settings.progress, leave=False) as bar:
             futures = {k: pool.submit(self._call, r) for k, r in unique.items()}
-            for k, fut in futures.items():
-                results[k] = fut.result()
-                bar.update(1)
+            try:
+                for k, fut in futures.items():
+                    results[k] = fut.result()
+                    bar.update(1)
+            except LLMFailure:
+                self.stopped = True
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
         return [results[k] for k in keys]
 
     def stats(self) -> dict[str, int]:

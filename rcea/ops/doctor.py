@@ -1,4 +1,5 @@
-"""`invoke doctor`: the preflight of a GPU host (Docker, driver, GPU count, /dev/shm, disk, volumes).
+"""`invoke doctor`: the preflight of a GPU host (Docker, driver, GPU count, /dev/shm, disk, volumes, and the
+LLM endpoints of a study at --scale: each must list its configured model).
 
 `gather_facts` probes the host; `evaluate` turns the facts into checks, each failing one with its fix (pure,
 so it is unit-tested in tests/deploy/test_doctor.py).
@@ -131,7 +132,25 @@ VOLUME_PROBE = ["run", "--rm", "--no-deps", "aggregate", "python", "-c",
                 "import os,sys; sys.exit(0 if os.access('/workspace/data', os.W_OK) else 1)"]
 
 
-def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100, ray_address: str | None = None) -> None:
+def endpoint_checks(scale: str) -> list[Check]:
+    """The LLM endpoints of a `scale` study (rcea.endpoints): each lists its model at /v1/models, or a warning
+    (3b/7b cannot label; tiny does not call them) with the fix. The study itself stops on the same problems."""
+    from rcea.config import load_config
+    from rcea.endpoints import endpoints, problem, study_judge
+
+    cfg = load_config(scale)
+    judge, out = study_judge(cfg, scale), []
+    for ep in endpoints(cfg):
+        found = problem(ep, judge)
+        later = judge is not None and ep.base_url == judge[0]
+        detail = f"{ep.base_url} serves {ep.model!r}" + (" (the judge server the study starts)" if later else "")
+        out.append(Check(f"{ep.section} endpoint ({scale})", "warn" if found else "ok",
+                         found.split(" Fix: ")[0] if found else detail, found.split(" Fix: ")[-1] if found else ""))
+    return out
+
+
+def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100, ray_address: str | None = None,
+               scale: str = "3b") -> None:
     """Print every check (with its fix); stop with exit 1 on a failure (with `strict`, also on a warning)."""
     from rcea.executors.preflight import ray_checks, ray_facts
 
@@ -139,6 +158,7 @@ def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100, r
     volumes_ok = _probe(["docker", "compose", *VOLUME_PROBE]) if facts["compose"] and facts["engine"] else None
     checks = evaluate(facts, num_workers, min_disk_gb, volumes_ok)
     checks += [Check(*c) for c in ray_checks(ray_facts(ray_address))]   # Ray's version; the head when given
+    checks += endpoint_checks(scale)
     for ch in checks:
         print(f"[{ch.level.upper():4}] {ch.name}: {ch.detail}" + (f"\n       fix: {ch.fix}" if ch.fix else ""))
     failed = [ch for ch in checks if ch.level == "fail" or (strict and ch.level == "warn")]

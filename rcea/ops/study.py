@@ -109,6 +109,20 @@ def study_stages(scale: str, methods, num_workers: int = cmd.MAX_WORKERS) -> lis
     return stages
 
 
+def check_endpoints(scale: str, dry: bool = False) -> None:
+    """Preflight at the start of a study: every LLM endpoint it will call lists its configured model
+    (rcea.endpoints); otherwise stop now, before any GPU work, with each fix. A dry run asks no one."""
+    if dry:
+        return
+    from rcea.config import load_config
+    from rcea.endpoints import preflight
+
+    problems = preflight(load_config(scale))
+    if problems:
+        raise Exit("study: an LLM endpoint does not serve its configured model (checked before any GPU work):\n  "
+                   + "\n  ".join(problems), code=2)
+
+
 def run_local(c, stage: Stage, log_dir: Path) -> None:
     """The default executor: the commands run here (locally, or `docker compose` for 3b/7b)."""
     if stage.logged:

@@ -179,14 +179,17 @@ JUDGE_WEIGHTS = "/workspace/data/models/tiny-toy-warm"   # the tiny policy, serv
 ENDPOINT_CHECK = """
 import json, tempfile, urllib.request
 from rcea.config import load_config
-from infer.llm import LLMClient, LLMSettings, Request
+from infer.llm import LLMClient, LLMFailure, LLMSettings, Request
 cfg = load_config("3b")
 listed = json.load(urllib.request.urlopen(cfg["judge.base_url"] + "/models", timeout=30))
 out = {"listed": sorted(m["id"] for m in listed["data"]), "asked": {}}
 for section, model in (("judge", None), ("codebook", None), ("codebook", "Not/Served")):
     s = LLMSettings.from_config(cfg, section, model=model, progress=False, max_retries=0)
-    r = LLMClient(s, tempfile.mkdtemp())._call(Request([{"role": "user", "content": "1+1"}], {**s.params(), "max_tokens": 2}))
-    out["asked"][s.model] = r.error or "ok"
+    try:   # a name the server does not serve is a permanent failure (HTTP 404): LLMFailure names it
+        r = LLMClient(s, tempfile.mkdtemp())._call(Request([{"role": "user", "content": "1+1"}], {**s.params(), "max_tokens": 2}))
+        out["asked"][s.model] = r.error or "ok"
+    except LLMFailure as exc:
+        out["asked"][s.model] = str(exc)
 print("ENDPOINTS " + json.dumps(out))
 """
 

@@ -14,6 +14,10 @@ Tasks are recognised by the `TASK: <name>` line of the system message. Markers i
   BADJSON      assignment pass 1 answers malformed text for the whole batch
   RATE429      first attempt answers HTTP 429 with `Retry-After: <Script.retry_after>`
   HTML200      every attempt answers HTTP 200 with an HTML page (a proxy's error page), not JSON
+  TRUNC200     first two attempts answer HTTP 200 with a chat completion cut off mid-JSON
+  AUTH401      every attempt answers HTTP 401 (a wrong key)
+`Script(served={...})` serves only those model names (a request for another answers 404 as vLLM does, and
+/v1/models lists them); by default every name is accepted and /v1/models lists "scripted".
 Strategies are keywords: factoring, quadratic formula, substitution, graphing.
 
 Toy-world problems ("Compute 17+12.") are answered as a careful model would, by the toy world's own rules
@@ -97,8 +101,9 @@ def raw(body: str, content_type: str, **headers: str) -> Raw:
 
 class Script:
     def __init__(self, delay: float = 0.0, slow_s: float = 0.15, timeout_sleep_s: float = 3.0,
-                 faults: dict[str, set[str]] | None = None, retry_after: str = "1"):
+                 faults: dict[str, set[str]] | None = None, retry_after: str = "1", served=None):
         self.delay, self.slow_s, self.timeout_sleep_s = delay, slow_s, timeout_sleep_s
+        self.served = None if served is None else set(served)
         self.retry_after = retry_after
         self.times: list[float] = []  # monotonic arrival time of every request
         self.faults = {k: {t.strip() for t in v} for k, v in (faults or {}).items()}
@@ -136,6 +141,16 @@ class Script:
         with self.lock:
             self.by_task[task] += 1
         sleep = self.delay + (self.slow_s if self._request_marked("SLOW", user) else 0.0)
+        if self.served is not None and body.get("model") not in self.served:
+            return 404, raw(json.dumps({"error": {"message": f"The model `{body.get('model')}` does not exist.",
+                                                  "type": "NotFoundError", "param": "model", "code": 404}}),
+                            "application/json"), 0.0
+        if self._request_marked("AUTH401", user):
+            return 401, raw(json.dumps({"error": {"message": "Invalid API key", "type": "auth"}}),
+                            "application/json"), 0.0
+        if self._request_marked("TRUNC200", user) and n <= 2:
+            return 200, raw('{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{"index": 0, "mes',
+                            "application/json"), 0.0
         if self._request_marked("ERR500", user) and n <= 2:
             return 500, "", 0.0
         if self._request_marked("RATE429", user) and n == 1:
@@ -245,8 +260,9 @@ def make_handler(script: Script):
             if self.path not in ("/health", "/v1/models"):
                 self.send_error(404)
                 return
+            names = sorted(script.served) if script.served is not None else ["scripted"]
             body = b"" if self.path == "/health" else json.dumps(
-                {"object": "list", "data": [{"id": "scripted", "object": "model"}]}).encode()
+                {"object": "list", "data": [{"id": n, "object": "model"} for n in names]}).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

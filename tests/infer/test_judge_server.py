@@ -11,12 +11,13 @@ from infer.judge_server import SERVER_MODULE, served_names, server_argv
 
 
 def test_the_codebook_name_is_served_when_its_endpoint_is_the_judge():
-    cfg = load_config("3b")
-    assert cfg["codebook.base_url"] == cfg["judge.base_url"]  # base.toml: both on the judge service
+    cfg = load_config("3b", overrides=["codebook.base_url='http://judge:8000/v1/'"])   # the user's choice
     assert served_names(cfg) == [cfg["judge.model"], cfg["codebook.model"]]
+    unset = load_config("3b")                      # base.toml: the codebook endpoint has no default
+    assert unset["codebook.base_url"] == "" and served_names(unset) == [unset["judge.model"]]
     remote = load_config("3b", overrides=["codebook.base_url='https://api.example.org/v1'"])
     assert served_names(remote) == [remote["judge.model"]]
-    same = load_config("3b", overrides=[f"codebook.model='{cfg['judge.model']}'"])
+    same = load_config("3b", overrides=[f"codebook.model='{cfg['judge.model']}'", "codebook.base_url='http://judge:8000/v1'"])
     assert served_names(same) == [cfg["judge.model"]]   # one model, one name
 
 
@@ -43,7 +44,8 @@ def run(env_extra, *args):
 
 
 def test_the_container_command_reads_scale_and_overrides_from_its_environment():
-    out = run({"RCEA_SCALE": "7b", "RCEA_OVERRIDES": "codebook.model='Other-Model'", "JUDGE_ARGS": "--dtype bfloat16"},
+    out = run({"RCEA_SCALE": "7b", "RCEA_OVERRIDES": "codebook.model='Other-Model';codebook.base_url='http://judge:8000/v1'",
+               "JUDGE_ARGS": "--dtype bfloat16"},
               "--dry")
     assert out.returncode == 0, out.stderr
     line = out.stdout.strip()

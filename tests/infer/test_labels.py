@@ -77,6 +77,28 @@ def test_labels_all_runs_the_llm_judge_then_the_codebook(tmp_path):
     assert s["mode"].notna().sum() == out["modes"]["included"] > 0
 
 
+def test_an_unserved_model_stops_the_stage_before_and_during_labelling(tmp_path):
+    """Preflight (infer.labels): the endpoint's /v1/models does not list the model, so nothing is sent and
+    the step exits 1 naming endpoint, model and what it serves. Mid-stage (infer.judge, no preflight): the
+    404 of the first request stops it with exit 1; no verdict table claims a result."""
+    data = tmp_path / "data"
+    write_probe_fixture(data)
+    env = {**os.environ, "RCEA_DATA": str(data)}
+    with ScriptedServer(served={"Qwen/Qwen3.5-9B"}) as srv:
+        common = ["--scale", "tiny", "--base-url", srv.base_url, "--model", "Qwen3.7-Flash", "--no-progress"]
+        r = subprocess.run([sys.executable, "-m", "infer.labels", "modes", "--labeller", "llm", *common],
+                           cwd=project_root(), env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 1, r.stderr[-2000:]
+        assert f"{srv.base_url} does not serve 'Qwen3.7-Flash' (it lists: Qwen/Qwen3.5-9B)" in r.stderr
+        assert srv.script.requests == 0
+        r = subprocess.run([sys.executable, "-m", "infer.judge", "run", *common],
+                           cwd=project_root(), env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 1, r.stderr[-2000:]
+        assert f"judge endpoint {srv.base_url} model 'Qwen3.7-Flash': HTTP 404" in r.stderr
+        assert 1 <= srv.script.requests <= 16     # the requests in flight (judge.concurrency 8), not all 40
+    assert not list(data.rglob("verdicts.parquet"))
+
+
 def _infer(args, data: Path, **env):
     full = {k: v for k, v in os.environ.items() if k not in ("RCEA_SCALE", "WORKER_RANK")}
     full.update(RCEA_DATA=str(data), **env)

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from infer.llm import LLMClient, LLMSettings, Request, parse_json
+from infer.llm import LLMClient, LLMFailure, LLMSettings, Request, parse_json
 from tests.infer.scripted_server import ScriptedServer
 
 
@@ -62,15 +62,19 @@ def test_retries_500_and_timeouts(tmp_path):
         assert c.failures == 0
 
 
-def test_gives_up_and_does_not_cache_failures(tmp_path):
+def test_retries_exhausted_stop_with_endpoint_model_and_status_and_cache_nothing(tmp_path):
     with ScriptedServer() as srv:
         c = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
-        r = c.complete_many([judge_req("ERR500 z")])[0]
-        assert not r.ok and "InternalServerError" in r.error and c.calls == 2
-        # non-transient (400: unknown task) is not retried
+        with pytest.raises(LLMFailure) as err:
+            c.complete_many([judge_req("ERR500 z")])
+        msg = str(err.value)
+        assert c.calls == 2 and srv.base_url in msg and "'scripted'" in msg
+        assert "2 attempts failed, the last with InternalServerError: 500" in msg and "retries exhausted" in msg
+        # one request the server refuses (400: unknown task) is that request's failure, not retried, no stop
+        c = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
         bad = Request([{"role": "user", "content": "hi"}], {"temperature": 0.0})
         r = c.complete_many([bad])[0]
-        assert not r.ok and c.calls == 3
+        assert not r.ok and c.calls == 1 and "BadRequestError: 400" in r.error
         assert not list((tmp_path / "cache").rglob("*.json"))
         # a later run retries and succeeds (third attempt of ERR500 succeeds on the server)
         c2 = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
@@ -121,11 +125,49 @@ def test_retry_after_is_bounded(tmp_path):
         assert 0.25 <= _gap(srv) < 2.0
 
 
-def test_html_answer_names_the_cause(tmp_path):
-    """An HTTP 200 with an HTML page (a proxy's error page) is a failure that says so, not a crash."""
+def test_html_answer_is_retried_then_names_the_cause(tmp_path):
+    """An HTTP 200 with an HTML page (a proxy's error page) is retried like a transient fault; on every
+    attempt it stops the stage with a message that says what came."""
     with ScriptedServer() as srv:
         c = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
-        r = c.complete_many([judge_req("HTML200 c")])[0]
-        assert not r.ok
-        assert r.error.startswith("server answered HTML, not JSON: <!DOCTYPE html><html><head><title>502"), r.error
+        with pytest.raises(LLMFailure, match="the last with server answered HTML, not JSON: <!DOCTYPE html>"):
+            c.complete_many([judge_req("HTML200 c")])
+        assert c.calls == 2 and srv.script.requests == 2
         assert not list((tmp_path / "cache").rglob("*.json"))
+
+
+def test_truncated_json_200_is_retried_like_a_transient_fault(tmp_path):
+    with ScriptedServer() as srv:
+        c = LLMClient(settings(srv, max_retries=3), tmp_path / "cache")
+        r = c.complete_many([judge_req("TRUNC200 d")])[0]
+        assert r.ok and json.loads(r.text.split("</think>")[-1])["fatal_error"] is False
+        assert c.calls == 3 and c.failures == 0    # two cut-off bodies, then the whole answer
+
+
+def test_a_model_the_server_does_not_serve_stops_at_once_naming_endpoint_model_and_404(tmp_path):
+    """vLLM answers 404 for a model it does not serve: no retry, no silent null labels."""
+    with ScriptedServer(served={"Qwen/Qwen3.5-9B"}) as srv:
+        c = LLMClient(settings(srv, model="Qwen3.7-Flash", concurrency=2, section="codebook"), tmp_path / "cache")
+        with pytest.raises(LLMFailure) as err:
+            c.complete_many([judge_req(f"item {i}") for i in range(12)])
+        msg = str(err.value)
+        assert msg.startswith(f"codebook endpoint {srv.base_url} model 'Qwen3.7-Flash': HTTP 404"), msg
+        assert "does not serve this model" in msg and "codebook.base_url / codebook.model" in msg
+        assert srv.script.requests <= 4, "requests went on after the first 404"
+        # the served name works on the same server
+        ok = LLMClient(settings(srv, model="Qwen/Qwen3.5-9B"), tmp_path / "cache2").complete_many([judge_req("x")])
+        assert ok[0].ok
+
+
+def test_a_rejected_key_stops_with_401(tmp_path):
+    with ScriptedServer() as srv:
+        c = LLMClient(settings(srv), tmp_path / "cache")
+        with pytest.raises(LLMFailure, match=r"model 'scripted': HTTP 401 \(the API key is missing or wrong\)"):
+            c.complete_many([judge_req("AUTH401 e")])
+        assert c.calls == 1
+
+
+def test_no_endpoint_refuses_instead_of_calling_a_default_api(tmp_path):
+    c = LLMClient(LLMSettings(model="m", base_url="", section="codebook", progress=False), tmp_path / "cache")
+    with pytest.raises(LLMFailure, match="codebook.base_url is empty"):
+        c.complete_many([judge_req("x")])
