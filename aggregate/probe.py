@@ -119,22 +119,23 @@ def _paired_ci(succ: list, fail: list, B: int, seed: int, label: str, level: flo
     return list(bootstrap.percentile_ci(reps, level))
 
 
+# The validity judge labels every verifier success (rules or LLM); all null means its stage failed or never ran.
+# Retention over unjudged successes would look like a result and is not one, so it is not reported.
+LABELS_MISSING = ("column 'process_valid' is all null: the validity judge's labels are missing (its stage failed "
+                  "or did not run; rerun `invoke judge`), so mode retention is not a result and is not reported "
+                  "(Table 1 Mode Retention, Table A6, fig_retention_vs_passk)")
+
+
 def mode_population(samples: pa.Table, idx: ProbeIndex,
-                    settings: AggregateSettings) -> tuple[np.ndarray, np.ndarray, str | None]:
+                    settings: AggregateSettings) -> tuple[np.ndarray, np.ndarray]:
     """Rows in the mode population (verifier success, judge-accepted, labelled, not uncertain) and
-    their labels; plus a note when ``process_valid`` is all null (then every labelled success counts)."""
+    their labels."""
     mode_col = samples.column("mode")
     labels = np.array(mode_col.to_pylist(), dtype=object)
     has = np.array([m is not None and str(m).strip().lower() not in settings.uncertain_labels for m in labels])
-    pv_col = samples.column("process_valid")
-    note = None
-    if pv_col.null_count == len(pv_col):
-        pv = np.ones(len(pv_col), dtype=bool)
-        note = "process_valid is all null: the mode population uses every labelled verifier success (no judge filter)"
-    else:
-        pv = np.array([v is True for v in pv_col.to_pylist()])
+    pv = np.array([v is True for v in samples.column("process_valid").to_pylist()])
     rows = np.flatnonzero(has & pv & (idx.reward == 1))
-    return rows, labels[rows].astype(str), note
+    return rows, labels[rows].astype(str)
 
 
 def retention_stats(samples: pa.Table, idx: ProbeIndex,
@@ -144,9 +145,9 @@ def retention_stats(samples: pa.Table, idx: ProbeIndex,
     if samples.column("mode").null_count == samples.num_rows:
         return {}, ["column 'mode' is all null: no effective-mode retention "
                     "(Table 1 Mode Retention, Table A6, fig_retention_vs_passk)"]
-    rows, labels, note = mode_population(samples, idx, settings)
-    if note:
-        notes.append(note)
+    if samples.column("process_valid").null_count == samples.num_rows:
+        return {}, [LABELS_MISSING]
+    rows, labels = mode_population(samples, idx, settings)
     by_ep: dict[int, dict[str, np.ndarray]] = {}
     qg = idx.row_qg[rows]
     order = np.lexsort((idx.sample[rows], qg))  # by (question group, sample): row order never matters

@@ -53,7 +53,8 @@ DEVIATIONS = (
     "ratios and retention at its last probe step before the onset, q99 at its final step (flagged), and is "
     "excluded from the covariance fit and correlations (docs/estimators.md#reporting-points, generalised from "
     "the paper's Clip-Cov-7B steps 2,000 / 8,000).",
-    "`process_valid` all null: the mode population is every labelled verifier success (noted when it happens).",
+    "`process_valid` all null (the judge stage left no labels): mode retention is not reported (the report says so "
+    "first), rather than computed over unjudged successes.",
     "Sign test, rank and correlation statistics use scipy.stats: `binomtest` (exact one-sided binomial tail), "
     "`spearmanr` (average ranks) and `permutation_test` (the exact two-sided permutation p of RQ3); tests pin "
     "them against hand-computed values and the paper's printed numbers.",
@@ -122,7 +123,12 @@ def _pct(v: Any) -> str:
 
 def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str, list[str]], inputs: str) -> str:
     """report.md: what each output reproduces, where each number lives, what is missing."""
-    L = ["# RCEA aggregation report", "",
+    gone = res.get("unavailable", {}).get("mode_retention", "")
+    L = ["# RCEA aggregation report", ""]
+    if "all null" in gone:   # a labelling stage left no labels: say so before any number
+        L += [f"**Not a result: labels are missing.** {gone}. Table 1 (Mode Retention), Table A6 and the "
+              "retention figure are not reported; rerun the labelling stage, then aggregate again.", ""]
+    L += [
          f"Input: `{inputs}`. Settings: min K_r = {st.min_k_r}, bootstrap {st.bootstrap_resamples} resamples "
          f"(seed {st.bootstrap_seed}, keyed per endpoint), rarefaction seed {st.rarefaction_seed} "
          f"(R = {st.rarefaction_draws}, m_min = {st.min_mode_m}), q{100 * st.q99_quantile:g} with "

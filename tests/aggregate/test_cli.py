@@ -98,6 +98,32 @@ def test_missing_tokens_and_null_modes(tmp_path: Path, tiny) -> None:
     assert "no tokens table" in (out / "report.md").read_text()
 
 
+def test_a_stage_whose_labels_are_missing_is_not_presented_as_a_result(tmp_path: Path, tiny) -> None:
+    """The validity judge's labels all null (its stage failed or never ran) while modes exist: retention over
+    unjudged successes would look like a result. Nothing of it is reported, and the report says so first."""
+    s_ok, _ = _run(tmp_path / "ok", tiny)                                  # the control: the judge labelled
+    assert any(e["mode_retention"] is not None for e in s_ok["endpoints"])
+    samples = tiny["samples"]
+    assert samples.column("mode").null_count < samples.num_rows
+    unjudged = samples.set_column(samples.column_names.index("process_valid"), "process_valid",
+                                  pa.nulls(samples.num_rows, pa.bool_()))
+    for name, tabs in (("judge", {**tiny, "samples": unjudged}),
+                       ("modes", {**tiny, "samples": samples.set_column(samples.column_names.index("mode"), "mode",
+                                                                        pa.nulls(samples.num_rows, pa.string()))})):
+        s, out = _run(tmp_path / name, tabs)
+        assert all(e["mode_retention"] is None for e in s["endpoints"]), name
+        report = (out / "report.md").read_text()
+        first = report.split("\n## ")[0]
+        assert "**Not a result: labels are missing.**" in first and "rerun the labelling stage" in first, name
+        assert "all null" in (out / "tables" / "tableA6.md").read_text()
+    assert "validity judge's labels are missing" in s_judge_note(tmp_path / "judge")
+    assert "Not a result" not in (tmp_path / "ok" / "out" / "report.md").read_text()
+
+
+def s_judge_note(tmp: Path) -> str:
+    return json.loads((tmp / "out" / "summary.json").read_text())["unavailable"]["mode_retention"]
+
+
 def test_only_greedy_and_empty_input(tmp_path: Path, tiny) -> None:
     s, out = _run(tmp_path / "a", {"greedy": tiny["greedy"]})
     assert s["endpoints"] == [] and "reward_ratios" in s["unavailable"] and "covariance_fit" in s["unavailable"]
