@@ -30,6 +30,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rcea import layout
+
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "docs" / "measurements"
 PAGE = ROOT / "docs" / "measurements.md"
@@ -201,7 +203,7 @@ def record_log(name: str, log: Path, command: str, note: str = "") -> dict:
            "commit": commit(), "machine": dict(machine(), **({"note": note} if note else {})),
            "source": f"scripts/measure {name} --from-log (the run's own banners)", "exit_status": 0,
            "wall_s": wall, "stages": stage_times(lines, wall)}
-    summary = _data_root() / "results" / "tiny" / "summary.json"
+    summary = layout.results_dir("tiny", root=_data_root()) / "summary.json"
     if name.startswith("demo") and summary.exists():
         rec["results"] = demo_results(json.loads(summary.read_text()))
     RECORDS.mkdir(parents=True, exist_ok=True)
@@ -228,11 +230,11 @@ def record(name: str, command: str | None = None) -> dict:
     rec["stages"] = stage_times(lines, wall)
     if name == "tests":
         rec.update(test_areas(lines))
-    summary = data / "results" / "tiny" / "summary.json"
+    summary = layout.results_dir("tiny", root=data) / "summary.json"
     if name.startswith("demo") and summary.exists():
         rec["results"] = demo_results(json.loads(summary.read_text()))
     if name == "seeds":
-        found = sorted((data / "results" / "tiny").glob("seeds-*.json"))
+        found = sorted(layout.results_dir("tiny", root=data).glob("seeds-*.json"))
         rec["seeds"] = [json.loads(p.read_text()) for p in found]
     if name == "verifier":
         rec["agreement"] = [{"verifier": m["who"], "agree": int(m["agree"]), "cases": int(m["n"]),
