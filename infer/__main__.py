@@ -25,7 +25,7 @@ def cmd_enqueue(args) -> int:
     from infer.queue import Queue
     from rcea.layout import queue_path
     from rcea.paths import data_dir
-    from rcea.units import MeasureUnit
+    from rcea.store import job_complete
 
     cfg = load_config(args.scale, None, args.override)
     jobs = plan_jobs(cfg, args.scale, args.method, args.what, args.override)  # before the queue: no empty queue
@@ -33,7 +33,7 @@ def cmd_enqueue(args) -> int:
     before = {j["key"]: j for j in q.jobs()}
     counts: dict[str, int] = {}
     for job in jobs:
-        complete = MeasureUnit.from_job(job).done(data_dir())   # the files decide whether a done job is done
+        complete = job_complete(job["kind"], job["payload"], data_dir())   # the files decide whether a done job is done
         result = q.enqueue(job["key"], job["kind"], job["payload"], job["cost"], retry_failed=args.retry_failed,
                            complete=complete)
         counts[result] = counts.get(result, 0) + 1

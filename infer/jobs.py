@@ -17,13 +17,13 @@ from rcea.config import load_config
 from rcea.data import benchmark_questions, chat_messages, probe_questions
 from rcea.paths import data_dir
 from rcea.store import checkpoint_complete
-from rcea.units import JOB_OUTPUTS, part_name
+from rcea.layout import JOB_OUTPUTS, part_name
 
 from infer.backends import SamplingSpec
 from infer.tables import clear_stale, frame, part_path, parts_complete, write_parts
 
 Progress = Callable[[str, int, int], None]
-OUTPUTS = {kind: list(tables) for kind, tables in JOB_OUTPUTS.items()}  # one spelling: rcea.units
+OUTPUTS = {kind: list(tables) for kind, tables in JOB_OUTPUTS.items()}  # one spelling: rcea.layout
 
 
 class JobInputError(RuntimeError):

@@ -20,7 +20,7 @@ from rcea.data import minerva_subset_ids
 from rcea.layout import checkpoints_dir
 from rcea.paths import data_dir
 from rcea.store import checkpoint_complete
-from rcea.units import KINDS
+from rcea.layout import JOB_KINDS as KINDS
 
 CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 NOMINAL_SIZES = {"amc23": 40, "aime24": 30, "aime25": 30, "math500": 500, "minerva_math": 40}

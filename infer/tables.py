@@ -15,7 +15,7 @@ PANDAS_TYPES = {"str": "object", "int": "int64", "float": "float64", "bool": "bo
 
 
 def part_path(scale: str, table: str, part: str) -> Path:
-    return table_part(scale, table, part)   # the path work units check (rcea.units)
+    return table_part(scale, table, part)   # the path a finished job is checked by (rcea.store.job_complete)
 
 
 def frame(table: str, rows: list[dict] | dict[str, list]) -> pd.DataFrame:

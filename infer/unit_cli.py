@@ -8,7 +8,7 @@ line with `run-job`. `run-job` runs its jobs in one process (the model is loaded
 same checkpoint), skips a job whose outputs are complete, and exits with
     0   every job done (or already complete)
     2   a job's inputs are wrong (missing checkpoint, changed configuration): a retry would fail again
-    75  a transient failure (out of GPU memory, a lost connection: rcea.units.TRANSIENT): worth retrying elsewhere
+    75  a transient failure (out of GPU memory, a lost connection: rcea.transient.TRANSIENT): worth retrying elsewhere
     1   anything else
 """
 
@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 
 from rcea.progress import duration, timing
-from rcea.units import EXIT_TRANSIENT, is_transient
+from rcea.transient import EXIT_TRANSIENT, is_transient
 
 EXIT_INPUT = 2
 

@@ -31,6 +31,11 @@ from rcea.paths import data_dir
 RUN_LOCK = "run.lock"  # in each training run folder: held (flock) by the process training into it
 TRAINER_STATE = "rcea_trainer_state.pt"  # in each checkpoint folder; train.trainer writes it, its manifest marks
                                          # the checkpoint complete
+# The table parts each measurement job kind writes (one part per job, named by `part_name`); its keys are the job
+# kinds. The infer role writes them, the orchestration checks them (a job is done when all are complete).
+JOB_OUTPUTS = {"greedy": ("greedy",), "passk": ("passk",), "probe": ("tokens", "questions", "samples"),
+               "covariance": ("covariance",)}
+JOB_KINDS = tuple(JOB_OUTPUTS)
 
 
 def _root(root: str | Path | None) -> Path:
@@ -119,6 +124,16 @@ def tables_dir(scale: str, root: str | Path | None = None) -> Path:
 def table_part(scale: str, table: str, part: str, root: str | Path | None = None) -> Path:
     """One job's part of a table (its manifest beside it): what work units check for completeness."""
     return tables_dir(scale, root) / table / f"{part}.parquet"
+
+
+def part_name(payload: dict) -> str:
+    """The table part a measurement job writes: `<kind>-<method>-<step>`."""
+    return f"{payload['kind']}-{payload['method']}-{payload['step']}"
+
+
+def job_parts(kind: str, payload: dict, root: str | Path | None = None) -> list[Path]:
+    """Every table part one measurement job writes (what `rcea.store.job_complete` checks)."""
+    return [table_part(payload["scale"], t, part_name(payload), root) for t in JOB_OUTPUTS[kind]]
 
 
 def semantic_dir(scale: str, root: str | Path | None = None) -> Path:

@@ -105,6 +105,14 @@ def checkpoint_complete(folder: str | Path) -> bool:
             and any(folder.glob("adapter_model.*")))
 
 
+def job_complete(kind: str, payload: dict, root: str | Path | None = None) -> bool:
+    """The one definition of a finished measurement job: every table part of its kind is complete
+    (rcea.layout.job_parts). The queue's "done" flag and the executors' skip both defer to it."""
+    from rcea.layout import job_parts
+
+    return all(is_complete(p) for p in job_parts(kind, payload, root))
+
+
 def write_parquet(df, path: str | Path, cfg=None, seeds: dict | None = None, **extra: Any) -> Path:
     """Write a DataFrame as Parquet atomically, then its manifest."""
     path = Path(path)

@@ -26,40 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rcea import layout
-from rcea.store import is_complete
+from rcea.store import is_complete, job_complete
 
 ROLES = ("train", "infer")
-# Tables each measurement kind writes (one part per job, see infer/tables.py); its keys are the job kinds.
-JOB_OUTPUTS = {"greedy": ("greedy",), "passk": ("passk",), "probe": ("tokens", "questions", "samples"),
-               "covariance": ("covariance",)}
-KINDS = tuple(JOB_OUTPUTS)
 # Units of each role running side by side on one machine: the tiny scale on CPU (two tiny training runs, one
 # measurement process; each uses one CPU thread), real scales on GPUs (one training GPU, eight workers).
 SLOTS = {"cpu": {"train": 2, "infer": 1}, "gpu": {"train": 1, "infer": 8}}
-# The transient-exit contract of every unit's process: exit EXIT_TRANSIENT (or death by a signal) means a
-# retry can cure it; so does a failure whose text matches one of TRANSIENT (an exception's type name or
-# message, as `python -m infer run-job` classifies what it caught and the executors read a unit's log).
-EXIT_TRANSIENT = 75
-TRANSIENT = (r"OutOfMemoryError", r"CUDA out of memory", r"NCCL error", r"ConnectionError",
-             r"ConnectionResetError", r"Connection reset by peer", r"TimeoutError", r"BrokenPipeError",
-             r"ECC error", r"CUDA error: an illegal memory access")
-
-
-def is_transient(text: str) -> bool:
-    """Whether a failure's text names a transient cause (TRANSIENT)."""
-    import re
-
-    return any(re.search(p, text) for p in TRANSIENT)
 
 
 def digest(spec) -> str:
     """A short stable hash of a JSON-able spec (key order does not matter)."""
     return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:10]
-
-
-def part_name(payload: dict) -> str:
-    """The table part a measurement job writes: `<kind>-<method>-<step>`."""
-    return f"{payload['kind']}-{payload['method']}-{payload['step']}"
 
 
 @dataclass(frozen=True)
@@ -127,9 +104,9 @@ class MeasureUnit:
     @classmethod
     def from_job(cls, job: dict) -> "MeasureUnit":
         """From a line of `python -m infer plan` ({key, kind, payload, cost})."""
-        if job.get("kind") not in JOB_OUTPUTS or not isinstance(job.get("payload"), dict):
+        if job.get("kind") not in layout.JOB_OUTPUTS or not isinstance(job.get("payload"), dict):
             raise ValueError(f"not a measurement job spec: {json.dumps(job)[:200]} (expected the JSON lines "
-                             f"`python -m infer plan` prints, kind one of {', '.join(JOB_OUTPUTS)})")
+                             f"`python -m infer plan` prints, kind one of {', '.join(layout.JOB_KINDS)})")
         return cls(job["key"], job["kind"], job["payload"], float(job.get("cost", 1.0)))
 
     @property
@@ -150,11 +127,10 @@ class MeasureUnit:
         return f"infer:{self.scale}:{self.payload.get('adapter') or 'base'}:{digest(self.payload.get('overrides', []))}"
 
     def outputs(self, data_root) -> list[Path]:
-        part = part_name(self.payload)
-        return [layout.table_part(self.scale, t, part, root=data_root) for t in JOB_OUTPUTS[self.kind]]
+        return layout.job_parts(self.kind, self.payload, data_root)
 
     def done(self, data_root) -> bool:
-        return all(is_complete(p) for p in self.outputs(data_root))
+        return job_complete(self.kind, self.payload, data_root)
 
     @staticmethod
     def command(batch, python: str, data_root, spec_dir) -> list[str]:

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from rcea import layout
 from rcea.paths import project_root
-from rcea.units import EXIT_TRANSIENT, is_transient, role_python
+from rcea.transient import EXIT_TRANSIENT, is_transient
+from rcea.units import role_python
 # Environment the driver hands to every unit (it may run on another node, which has its own environment).
 PASS_ENV = ("RCEA_OVERRIDES", "HF_HUB_OFFLINE", "OMP_NUM_THREADS")
 

@@ -14,7 +14,7 @@ from invoke.exceptions import Exit
 
 from rcea import layout
 from rcea.config import METHODS, SCALES, ConfigError, load_config  # rcea.config needs only the stdlib
-from rcea.units import KINDS
+from rcea.layout import JOB_KINDS as KINDS
 
 WHATS = (*KINDS, "all")
 ROLES = ("train", "infer", "aggregate")
