@@ -8,7 +8,7 @@
 
 Runs in the tools environment (.envs/tools): no torch and no role package is imported here. The tasks
 only declare options; the command builders, the study runner, the lockfiles and the doctor live in
-rcea/ops/ (tested in tests/deploy/ against the exact command lines).
+orchestrate/ops/ (tested in tests/deploy/ against the exact command lines).
 """
 from __future__ import annotations
 
@@ -19,17 +19,17 @@ from invoke import task
 from invoke.exceptions import Exit
 
 from rcea.config import METHODS, SCALES
-from rcea.ops import doctor as doc
-from rcea.ops import images
-from rcea.ops import lockfiles as lk
-from rcea.ops import study as st
-from rcea.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
+from orchestrate.ops import doctor as doc
+from orchestrate.ops import images
+from orchestrate.ops import lockfiles as lk
+from orchestrate.ops import study as st
+from orchestrate.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
                                aggregate_command, audit_command, audit_import_command, audit_serve_command,
                                check_overrides, check_workers, choice, codebook_commands,
                                data_root, enqueue_command, judge_commands, local_command,
                                parse_methods, published_dir, role_command, status_command, train_command,
                                workers_command)
-from rcea.ops.shell import is_dry, require_compose, run_all
+from orchestrate.ops.shell import is_dry, require_compose, run_all
 from rcea.progress import duration
 
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"

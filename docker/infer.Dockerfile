@@ -64,6 +64,8 @@ WORKDIR /workspace
 COPY rcea /workspace/rcea
 COPY mathdata /workspace/mathdata
 COPY infer /workspace/infer
+# The Ray cluster's nodes run this image: its tasks unpickle work units (orchestrate.units) and run them
+COPY orchestrate /workspace/orchestrate
 # infer.gpu_check measures the chunked entropy with benchmarks.infer.entropy_bench
 COPY benchmarks /workspace/benchmarks
 COPY configs /workspace/configs

@@ -72,6 +72,8 @@ WORKDIR /workspace
 COPY rcea /workspace/rcea
 COPY mathdata /workspace/mathdata
 COPY train /workspace/train
+# The Ray cluster's nodes run this image: its tasks unpickle work units (orchestrate.units) and run them
+COPY orchestrate /workspace/orchestrate
 COPY configs /workspace/configs
 USER ${APP_UID}:${APP_GID}
 # Training does not serve anything, so there is nothing for a health check to probe.

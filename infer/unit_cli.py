@@ -1,4 +1,4 @@
-"""`python -m infer plan` and `python -m infer run-job`: measurement jobs as work units (rcea.units).
+"""`python -m infer plan` and `python -m infer run-job`: measurement jobs as work units (orchestrate.units).
 
     python -m infer plan --scale tiny --method grpo --what all     one JSON line per job: {key, kind, payload, cost}
     python -m infer run-job --spec-file A.json [--spec-file B.json ...] [--backend auto|hf|vllm]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from rcea.executors.ledger import Ledger, Progress, default_ledger
+from orchestrate.executors.ledger import Ledger, Progress, default_ledger
 
 
 def test_attempts_states_and_events_survive_a_driver_restart(tmp_path):

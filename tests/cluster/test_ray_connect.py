@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rcea.executors import ray_exec
+from orchestrate.executors import ray_exec
 
 
 class RecordingRay:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from rcea.executors import execute
-from rcea.executors.ledger import Ledger
-from rcea.executors.ray_exec import task_options
+from orchestrate.executors import execute
+from orchestrate.executors.ledger import Ledger
+from orchestrate.executors.ray_exec import task_options
 from rcea.paths import project_root
-from rcea.units import MeasureUnit
+from orchestrate.units import MeasureUnit
 from tests.cluster.standin import StandIn, expected
 
 ROOT = project_root()
@@ -156,7 +156,7 @@ def test_real_measurement_units_give_the_local_executors_tables(ray_local, tiny_
 
 
 def test_a_real_training_unit_runs_as_a_ray_task_and_is_then_complete(ray_local, tiny_run, tmp_path):
-    from rcea.units import TrainUnit
+    from orchestrate.units import TrainUnit
     from tests.infer.tiny_run import tiny_overrides
 
     root = tmp_path / "data"

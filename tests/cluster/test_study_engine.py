@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import pytest
 from invoke.exceptions import Exit
 
-from rcea.executors.study import RayStage
+from orchestrate.executors.study import RayStage
 from rcea.layout import TRAINER_STATE
 from rcea.store import write_manifest
-from rcea.units import batches
+from orchestrate.units import batches
 
 
 def _fake_run(root, method, steps, max_steps):
@@ -62,7 +62,7 @@ def test_a_run_without_checkpoints_stops_with_the_fix(tmp_path, monkeypatch):
 
 
 def test_the_study_chooses_its_engine_by_name():
-    from rcea.ops import study as st
+    from orchestrate.ops import study as st
 
     engine = st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379")
     assert isinstance(engine, RayStage) and engine.address == "10.0.0.5:6379" and engine.gpus
@@ -76,7 +76,7 @@ def test_the_study_chooses_its_engine_by_name():
 
 
 def test_doctor_reports_ray_and_an_unreachable_head(monkeypatch, capsys):
-    from rcea.ops import doctor
+    from orchestrate.ops import doctor
 
     facts = doctor.gather_facts()   # this machine's, then only Ray's checks decide the outcome below
     monkeypatch.setattr(doctor, "gather_facts", lambda: {**facts, "shm_bytes": 2 << 30, "free_bytes": 200 << 30,

@@ -7,7 +7,8 @@ import ast
 
 from rcea.paths import project_root
 
-PACKAGES = ("rcea", "train", "infer", "aggregate", "benchmarks")
+PACKAGES = ("rcea", "orchestrate", "train", "infer", "aggregate", "benchmarks")
+ROLES = ("train", "infer", "aggregate")
 
 
 def import_graph(packages=PACKAGES) -> dict[str, set[str]]:
@@ -67,10 +68,39 @@ def test_no_import_cycle_in_the_project():
     assert cycles(import_graph()) == []
 
 
-def test_the_shared_core_imports_no_role():
-    """rcea/ is what every role stands on: no module of it imports train, infer or aggregate (the Ray engine
-    learns a run's measurement jobs from `python -m infer plan`, the role's command line, not its code)."""
-    graph = import_graph()
-    arrows = sorted((m, d) for m, deps in graph.items() if m.split(".")[0] == "rcea"
-                    for d in deps if d.split(".")[0] in ("train", "infer", "aggregate"))
-    assert arrows == []
+def arrows(graph, sources, targets) -> list[tuple[str, str]]:
+    """Every import from a module of a `sources` package to one of a `targets` package."""
+    return sorted((m, d) for m, deps in graph.items() if m.split(".")[0] in sources
+                  for d in deps if d.split(".")[0] in targets)
+
+
+def test_the_arrow_finder_sees_a_forbidden_import():
+    graph = {"rcea.a": {"orchestrate.units"}, "infer.b": {"rcea.a"}, "orchestrate.units": {"rcea.a"}}
+    assert arrows(graph, ("rcea",), ("orchestrate", *ROLES)) == [("rcea.a", "orchestrate.units")]
+    assert arrows(graph, ROLES, ("orchestrate",)) == []
+
+
+def test_the_shared_core_imports_no_role_and_not_the_orchestration():
+    """rcea/ is what every role stands on: no module of it imports train, infer, aggregate or the orchestration
+    room (the Ray engine learns a run's measurement jobs from `python -m infer plan`, the role's command line)."""
+    assert arrows(import_graph(), ("rcea",), ("orchestrate", *ROLES, "benchmarks")) == []
+
+
+def test_no_role_imports_the_orchestration():
+    """A unit is data to a role (a spec its command line reads; its output names live in rcea.layout), so
+    train/, infer/ and aggregate/ never import orchestrate/ (their images need not carry it to run)."""
+    assert arrows(import_graph(), ROLES, ("orchestrate",)) == []
+
+
+def test_the_orchestration_starts_roles_only_through_their_command_lines():
+    assert arrows(import_graph(), ("orchestrate",), ROLES) == []
+
+
+def test_the_orchestration_is_a_room_of_its_own():
+    """The study, its stages, units, engines and command builders live in orchestrate/, not in the shared core."""
+    from rcea.paths import project_root
+
+    root = project_root()
+    assert not any((root / "rcea" / name).exists() for name in ("ops", "executors", "units.py"))
+    assert {"units", "executors", "executors.ray_exec", "executors.study", "ops.study", "ops.commands"} <= {
+        m.partition(".")[2] for m in import_graph() if m.startswith("orchestrate.")}

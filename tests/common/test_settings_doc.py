@@ -104,7 +104,7 @@ def test_every_setting_is_read_by_the_code():
     each one's name must appear in the code of the roles or the shared core. (A name read through a whole
     section or a loop still appears as a word: `cfg[f"toy.{k}"] for k in ("seed", ...)`.)"""
     root = project_root()
-    code = "\n".join(p.read_text(encoding="utf-8") for top in ("rcea", "train", "infer", "aggregate")
+    code = "\n".join(p.read_text(encoding="utf-8") for top in ("rcea", "orchestrate", "train", "infer", "aggregate")
                      for p in (root / top).rglob("*.py"))
     settings = _read_settings(configs_dir() / "base.toml")
     settings.update(_read_settings(configs_dir() / "objectives.toml", prefix="objectives."))

@@ -1,4 +1,4 @@
-"""Work units (rcea.units): deterministic keys, grouping by checkpoint, the commands and done()."""
+"""Work units (orchestrate.units): deterministic keys, grouping by checkpoint, the commands and done()."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rcea.store import write_manifest
-from rcea.units import MeasureUnit, TrainUnit, batches, digest, role_python
+from orchestrate.units import MeasureUnit, TrainUnit, batches, digest, role_python
 
 
 def job(kind="greedy", method="grpo", step=4, adapter="train/tiny/grpo/checkpoints/checkpoint-4", **extra):

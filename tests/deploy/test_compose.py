@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import tasks
-from rcea.ops import commands
+from orchestrate.ops import commands
 
 ROOT = Path(tasks.__file__).resolve().parent
 WORKERS = [f"infer-worker-{i}" for i in range(8)]

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import tasks
-from rcea.ops import images, lockfiles
-from rcea.ops.shell import compose_available, engine_available
+from orchestrate.ops import images, lockfiles
+from orchestrate.ops.shell import compose_available, engine_available
 
 ROOT = Path(tasks.__file__).resolve().parent
 if not (engine_available() and compose_available()):   # scripts/test sets RCEA_ENGINE_READY once it has set one up

@@ -92,7 +92,7 @@ def test_base_image_per_role(role):
 @pytest.mark.parametrize("role", ROLES)
 def test_installs_only_from_its_hashed_lockfile(role):
     """The lockfile is a build argument (LOCK: the GPU lock by default, the CPU lock for `invoke build --cpu`)."""
-    from rcea.ops import images
+    from orchestrate.ops import images
 
     assert arg_defaults(role)["LOCK"] == role
     for lock in (images.lock_of(role, False), images.lock_of(role, True)):
@@ -164,6 +164,8 @@ def test_copies_rcea_the_data_and_only_its_own_role_package(role):
     assert {"rcea", "mathdata", role, "configs"} <= copied  # mathdata/: the benchmarks every role may load
     assert ["mathdata", "/workspace/mathdata"] in copies and ["rcea", "/workspace/rcea"] in copies
     assert not ({"train", "infer", "aggregate"} - {role}) & copied
+    # the Ray cluster's nodes (compose.yaml ray-*-node) run the train and infer images and unpickle work units
+    assert ("orchestrate" in copied) == (role in ("train", "infer"))
 
 
 def test_the_build_context_keeps_the_data_folder():

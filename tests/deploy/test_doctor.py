@@ -6,7 +6,7 @@ from invoke import MockContext
 from invoke.exceptions import Exit
 
 import tasks
-from rcea.ops import doctor
+from orchestrate.ops import doctor
 
 GiB = 2**30
 SHIPPED = {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40, "minerva_math": 272}  # mathdata/PROVENANCE.md

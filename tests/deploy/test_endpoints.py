@@ -1,5 +1,5 @@
 """LLM endpoints are the user's explicit choice, checked before any GPU work: the study's preflight, `invoke
-doctor` (rcea/endpoints.py, rcea/ops/study.py). The judge server's names and revision: tests/infer/test_judge_server.py.
+doctor` (rcea/endpoints.py, orchestrate/ops/study.py). The judge server's names and revision: tests/infer/test_judge_server.py.
 The same checks against a real vLLM server: tests/vllm/test_server.py."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from invoke.exceptions import Exit
 import tasks
 from rcea.config import load_config
 from rcea.endpoints import Endpoint, endpoints, judge_served_names, preflight, problem, study_judge
-from rcea.ops import doctor
-from rcea.ops import study as st
+from orchestrate.ops import doctor
+from orchestrate.ops import study as st
 from tests.infer.scripted_server import ScriptedServer
 
 

@@ -10,7 +10,7 @@ from invoke import Config, Context
 from invoke.exceptions import Exit
 
 import tasks
-from rcea.ops import images, lockfiles
+from orchestrate.ops import images, lockfiles
 
 ROOT = Path(tasks.__file__).resolve().parent
 

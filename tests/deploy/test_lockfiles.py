@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tasks
-from rcea.ops import lockfiles
+from orchestrate.ops import lockfiles
 
 ROOT = Path(tasks.__file__).resolve().parent
 LOCKS = ROOT / "lockfiles"

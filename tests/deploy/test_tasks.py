@@ -1,4 +1,4 @@
-"""tasks.py and rcea/ops: every task's exact command (via Invoke's dry run), argument validation, no-Docker
+"""tasks.py and orchestrate/ops: every task's exact command (via Invoke's dry run), argument validation, no-Docker
 behaviour, the study's stage list."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from invoke import Config, Context, MockContext, Result
 from invoke.exceptions import Exit
 
 import tasks
-from rcea.ops import commands, lockfiles, shell, study
+from orchestrate.ops import commands, lockfiles, shell, study
 from rcea.provenance import git_commit
 
 COMMIT = git_commit()
@@ -366,7 +366,7 @@ def test_local_command_runs_each_module_in_its_own_environment():
 
 
 def test_tasks_py_imports_no_heavy_or_role_package():
-    code = ("import sys, tasks, rcea.ops.study, rcea.ops.doctor; bad = {'torch', 'train', 'infer', 'aggregate', 'vllm', 'transformers'} "
+    code = ("import sys, tasks, orchestrate.ops.study, orchestrate.ops.doctor; bad = {'torch', 'train', 'infer', 'aggregate', 'vllm', 'transformers'} "
             "& set(sys.modules); sys.exit(', '.join(sorted(bad)) if bad else 0)")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
@@ -413,7 +413,7 @@ def test_a_unit_runs_its_commands_in_turn_and_stops_at_its_first_failure(tmp_pat
 
 def test_tasks_py_stays_a_thin_layer():
     assert len((ROOT / "tasks.py").read_text().splitlines()) < 250
-    for module in (ROOT / "rcea" / "ops").glob("*.py"):
+    for module in (ROOT / "orchestrate" / "ops").glob("*.py"):
         assert len(module.read_text().splitlines()) <= 400, module
 
 
@@ -447,7 +447,7 @@ def test_scripts_run_bootstraps_quietly_when_environments_are_current():
 
 def test_root_runs_the_containers_as_1000(monkeypatch):
     """The images refuse UID 0 (and root's are built for 1000:1000): .env gets 1000:1000 for root, else the user."""
-    from rcea.ops import shell
+    from orchestrate.ops import shell
 
     monkeypatch.setattr(shell.os, "getuid", lambda: 0)
     monkeypatch.setattr(shell.os, "getgid", lambda: 0)

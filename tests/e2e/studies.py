@@ -25,7 +25,7 @@ METHODS = ("grpo", "kl_cov")  # what the session fixture `demo` (conftest.py) tr
 BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math")
 
 
-# Stages in order (rcea/ops/study.py). A kill aimed at (stage, progress) lands a seeded random moment after the
+# Stages in order (orchestrate/ops/study.py). A kill aimed at (stage, progress) lands a seeded random moment after the
 # stage began: with a progress, after this run has made some (one more complete checkpoint, one more complete
 # table part), plus 0 to KILL_WITHIN[progress] seconds; without, 0.5 to KILL_WITHIN[stage] seconds after its
 # banner. A kill drawn later than the stage lasts lands in a later stage: it is recorded as such.

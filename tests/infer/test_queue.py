@@ -218,7 +218,7 @@ def test_a_done_job_whose_output_part_is_gone_is_enqueued_again(tmp_path, monkey
     from infer.__main__ import main
     from rcea.layout import queue_path
     from rcea.store import write_manifest
-    from rcea.units import MeasureUnit
+    from orchestrate.units import MeasureUnit
 
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     monkeypatch.delenv("RCEA_OVERRIDES", raising=False)

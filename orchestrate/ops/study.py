@@ -3,7 +3,7 @@
 A study is a plain list of `Stage`s; each stage hands its work (a tuple of `Unit`s, each a sequence of
 argvs run in order) to an executor chosen by name (`EXECUTORS`): `local` runs the commands here, locally at
 the tiny scale or through `docker compose` at 3b/7b; `ray` runs the train and workers stages as Ray work
-units on a cluster (rcea/executors/study.py; a local Ray without an address) and the rest here. Stages:
+units on a cluster (orchestrate/executors/study.py; a local Ray without an address) and the rest here. Stages:
 
     prepare     tiny model / warm start (tiny) and the training pool
     train       each method (tiny: two side by side on CPU; 3b/7b: one at a time on the training GPU),
@@ -30,17 +30,17 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from rcea import layout
-from rcea.ops import commands as cmd
+from orchestrate.ops import commands as cmd
 from rcea.progress import duration
-from rcea.ops.shell import ROOT, container_ids, is_dry, run_all, run_side_by_side
-from rcea.units import SLOTS
+from orchestrate.ops.shell import ROOT, container_ids, is_dry, run_all, run_side_by_side
+from orchestrate.units import SLOTS
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
 QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
                    "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=4",
                    "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
                    "aggregate.bootstrap_resamples=200")
-TINY_TRAIN_JOBS = SLOTS["cpu"]["train"]  # objectives trained side by side on CPU (rcea.units.SLOTS)
+TINY_TRAIN_JOBS = SLOTS["cpu"]["train"]  # objectives trained side by side on CPU (orchestrate.units.SLOTS)
 
 # Rough share of the tiny study's time per stage (measured on 2 cores: prepare ~110 s, each objective ~50 s
 # with two side by side, the workers ~110 s); the "left" estimate scales them by the pace so far.
@@ -132,7 +132,7 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
 
 
 def _ray(scale: str, methods, address: str | None):
-    from rcea.executors.study import RayStage   # imports Ray only when a stage needs it
+    from orchestrate.executors.study import RayStage   # imports Ray only when a stage needs it
 
     return RayStage(scale, list(methods), address, local=run_local)
 
@@ -166,7 +166,7 @@ def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = 
         results = ROOT / cmd.results_dir()
         results.mkdir(parents=True, exist_ok=True)
         if os.getuid() == 0 and any("docker" in argv for s in stages for argv in s.commands()):
-            os.chown(results, *container_ids())   # root's containers run as 1000:1000 (rcea.ops.shell)
+            os.chown(results, *container_ids())   # root's containers run as 1000:1000 (orchestrate.ops.shell)
     t0 = time.monotonic()
     for i, stage in enumerate(stages, 1):
         print(banner(i, stages, time.monotonic() - t0), flush=True)

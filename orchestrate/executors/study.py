@@ -1,13 +1,13 @@
 """The `ray` engine of `invoke study`: the training and measurement stages as Ray tasks.
 
     engine = RayStage(scale, methods, address=None, local=run_local)
-    engine(c, stage, log_dir)       called per stage by the study runner (rcea/ops/study.py)
+    engine(c, stage, log_dir)       called per stage by the study runner (orchestrate/ops/study.py)
 
 Stage `train` becomes one TrainUnit per method, and as soon as a run has finished (or is found complete),
 its measurement jobs follow (listed by `python -m infer plan`, the inference role's command line, the
 base-policy jobs once), grouped per checkpoint, while the other runs still train. Stage `workers` plans every
 run's jobs again and runs what is left (nothing, unless a kill interrupted the train stage). Both go to
-`rcea.executors.execute(..., engine="ray")`. The other stages
+`orchestrate.executors.execute(..., engine="ray")`. The other stages
 (prepare, judge, modes, audit, aggregate, results) are not GPU work units: they run through `local`,
 the default executor. Overrides reach every unit through RCEA_OVERRIDES (set by the study task).
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
-from rcea.units import SLOTS, MeasureUnit, TrainUnit, role_python
+from orchestrate.units import SLOTS, MeasureUnit, TrainUnit, role_python
 
 
 
@@ -66,7 +66,7 @@ class RayStage:
         return [u for m in self.methods for u in self.plan(m)]
 
     def run(self, units, stage: str, follow=None) -> None:
-        from rcea.executors import execute
+        from orchestrate.executors import execute
 
         opts = {"address": self.address, "gpus": self.gpus}
         if not self.gpus and not self.address:

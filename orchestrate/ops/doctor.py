@@ -12,10 +12,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from rcea.ops.commands import MAX_WORKERS
+from orchestrate.ops.commands import MAX_WORKERS
 from invoke.exceptions import Exit
 
-from rcea.ops.shell import ROOT, _probe, compose_available, engine_available
+from orchestrate.ops.shell import ROOT, _probe, compose_available, engine_available
 
 @dataclass
 class Check:
@@ -52,7 +52,7 @@ def gather_facts(path: Path = ROOT) -> dict:
 
 def _buildkit() -> bool:
     """A client here builds with BuildKit (what the Dockerfiles' secret and bind mounts need)."""
-    from rcea.ops.images import buildkit_client
+    from orchestrate.ops.images import buildkit_client
     try:
         buildkit_client()
         return True
@@ -152,7 +152,7 @@ def endpoint_checks(scale: str) -> list[Check]:
 def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100, ray_address: str | None = None,
                scale: str = "3b") -> None:
     """Print every check (with its fix); stop with exit 1 on a failure (with `strict`, also on a warning)."""
-    from rcea.executors.preflight import ray_checks, ray_facts
+    from orchestrate.executors.preflight import ray_checks, ray_facts
 
     facts = gather_facts()
     volumes_ok = _probe(["docker", "compose", *VOLUME_PROBE]) if facts["compose"] and facts["engine"] else None

@@ -12,7 +12,7 @@ Each unit has a deterministic `key` (readable prefix + a digest of its spec), a 
 or image that runs it: "train" or "infer"), a `group` (units of one group read the same checkpoint and
 run in one process, so the model is loaded once), `done(data_root)`, and a static
 `command(batch, python, data_root, spec_dir)`: the argv running a batch of its kind in the role's
-interpreter (`role_python`). Anything with these attributes is a unit to the executors (rcea/executors).
+interpreter (`role_python`). Anything with these attributes is a unit to the executors (orchestrate/executors).
 Standard library only: the tools environment (the Ray driver) imports it without torch.
 """
 

@@ -1,10 +1,10 @@
-"""Executors: run a set of work units (rcea.units) to completion, locally or on a Ray cluster.
+"""Executors: run a set of work units (orchestrate.units) to completion, locally or on a Ray cluster.
 
     report = execute(units, engine="local")                       subprocesses on this machine
     report = execute(units, engine="ray", address="head:6379")    Ray tasks on a cluster (None: a local Ray)
 
 Both skip units whose outputs are complete, group measurement jobs of one checkpoint into one process
-(rcea.units.batches), record every unit in the driver's SQLite ledger (rcea.executors.ledger), print
+(orchestrate.units.batches), record every unit in the driver's SQLite ledger (orchestrate.executors.ledger), print
 stage counts with the time left, and retry transient failures. `report.failed` maps each unit that
 could not be completed to its reason; the caller decides whether that stops the study.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rcea.executors.ledger import Ledger, Progress, default_ledger
-from rcea.units import batches
+from orchestrate.executors.ledger import Ledger, Progress, default_ledger
+from orchestrate.units import batches
 
 ENGINES = ("local", "ray")
 
@@ -86,9 +86,9 @@ def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=
     try:
         if todo:
             if engine == "local":
-                from rcea.executors.local import run_local as runner
+                from orchestrate.executors.local import run_local as runner
             else:
-                from rcea.executors.ray_exec import run_ray as runner
+                from orchestrate.executors.ray_exec import run_ray as runner
             runner(todo, root, ledger, progress, report, log=log, expand=expand, **options)
     finally:
         ledger.close()

@@ -7,7 +7,7 @@ task hands `ray.get_gpu_ids()` to the subprocess as CUDA_VISIBLE_DEVICES.
 
 Failures: Ray retries a task whose worker process or node died (`max_retries`), and a task that raised
 TransientUnitError (the subprocess was killed, ran out of GPU memory, lost a connection; see
-rcea.executors.batch). Training tasks get a fresh worker process each (`max_calls=1`). Each attempt
+orchestrate.executors.batch). Training tasks get a fresh worker process each (`max_calls=1`). Each attempt
 reports its start (node, pid, GPUs) to a small actor on the driver's node; the driver writes these into
 its ledger and prints a `[retry]` line when a unit starts again.
 
@@ -21,8 +21,8 @@ import os
 import socket
 import time
 
-from rcea.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
-from rcea.units import SLOTS
+from orchestrate.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
+from orchestrate.units import SLOTS
 
 
 def _ray():
@@ -121,7 +121,7 @@ def run_ray(batches, data_root, ledger, progress, report, log=print, address: st
             parallel: dict | None = None, gpus: bool = True, fake_gpus: bool = False, max_retries: int = 3,
             on_event=None, init_kwargs: dict | None = None, poll_s: float = 0.5, expand=None) -> None:
     """Run `batches` as Ray tasks; `expand(batch)` gives the batches that may start once `batch` is complete
-    (rcea.executors.execute's `follow`), submitted at once."""
+    (orchestrate.executors.execute's `follow`), submitted at once."""
     ray = _ray()
     started = connect(address, parallel, gpus, init_kwargs, log)
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rcea.paths import project_root
 from rcea.progress import duration
-from rcea.units import digest
+from orchestrate.units import digest
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS units (key TEXT PRIMARY KEY, role TEXT, state TEXT, attempts INTEGER DEFAULT 0,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from rcea.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
-from rcea.units import SLOTS
+from orchestrate.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
+from orchestrate.units import SLOTS
 
 DEFAULT_PARALLEL = SLOTS["cpu"]
 

@@ -1,8 +1,8 @@
 """Running one batch of work units as a subprocess in its role's environment (shared by both executors).
 
-A batch is a list of units of one group (rcea.units.batches): a training run alone, or the measurement
+A batch is a list of units of one group (orchestrate.units.batches): a training run alone, or the measurement
 jobs of one checkpoint. `run_batch` skips units already complete, runs the rest in one child process
-of the role's python (`rcea.units.role_python`), appends its output to `<data>/logs/units/<group>.log`
+of the role's python (`orchestrate.units.role_python`), appends its output to `<data>/logs/units/<group>.log`
 and classifies the outcome:
 
     all outputs complete                 -> returns a summary
@@ -29,7 +29,7 @@ from pathlib import Path
 from rcea import layout
 from rcea.paths import project_root
 from rcea.transient import EXIT_TRANSIENT, is_transient
-from rcea.units import role_python
+from orchestrate.units import role_python
 # Environment the driver hands to every unit (it may run on another node, which has its own environment).
 PASS_ENV = ("RCEA_OVERRIDES", "HF_HUB_OFFLINE", "OMP_NUM_THREADS")
 

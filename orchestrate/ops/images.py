@@ -16,8 +16,8 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from rcea.ops.lockfiles import find_links, read_pins
-from rcea.ops.shell import ROOT, is_dry, run_all
+from orchestrate.ops.lockfiles import find_links, read_pins
+from orchestrate.ops.shell import ROOT, is_dry, run_all
 
 LOCAL_BASE = "rcea/base:bookworm"   # scripts/engine: Debian 12 minbase + python3 (3.11), docker import
 LOCAL_UV = "rcea/uv:0.13.9"         # scripts/engine: the uv binary of lockfiles/tools.txt
