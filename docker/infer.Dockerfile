@@ -66,8 +66,6 @@ COPY mathdata /workspace/mathdata
 COPY infer /workspace/infer
 # The Ray cluster's nodes run this image: its tasks unpickle work units (orchestrate.units) and run them
 COPY orchestrate /workspace/orchestrate
-# infer.gpu_check measures the chunked entropy with benchmarks.infer.entropy_bench
-COPY benchmarks /workspace/benchmarks
 COPY configs /workspace/configs
 USER ${APP_UID}:${APP_GID}
 # Only the judge service serves (vLLM's OpenAI API on :8000); its health check lives in compose.yaml so

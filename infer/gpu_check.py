@@ -11,7 +11,7 @@ speed are real while the numbers are not. Checks, each in its own process so GPU
    bf16 and in fp32: mean |difference| of per-token log-prob and entropy (nats), entropy within [0, log V],
    tokens per second and peak memory in bf16.
 2. entropy: chunked full-vocabulary entropy against the naive whole-sequence log_softmax at V = 151,936,
-   T = 2,048 (benchmarks.infer): peak-memory ratio (target <= 1/8) and speed ratio (GPU: chunked no slower
+   T = 2,048 (infer/entropy_bench.py): peak-memory ratio (target <= 1/8) and speed ratio (GPU: chunked no slower
    than 1.1x naive).
 3. vllm: generation with a random rank-32 LoRA adapter through the vLLM backend (bf16), the same batch
    of prompts and seeds twice (like with like: vLLM is not batch invariant, so a different batch may
@@ -95,7 +95,7 @@ def part_score(shape: str, device: str, n: int, prompt: int, completion: int) ->
 
 
 def part_entropy(device: str, T: int, H: int, V: int, chunk: int) -> dict:
-    from benchmarks.infer import entropy_bench
+    from infer.entropy_bench import entropy_bench
 
     res = {r["method"]: r for r in entropy_bench(T, H, V, chunk, device)}
     mem = res["chunked"]["peak_bytes"] / max(res["naive"]["peak_bytes"], 1)

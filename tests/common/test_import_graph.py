@@ -92,6 +92,12 @@ def test_no_role_imports_the_orchestration():
     assert arrows(import_graph(), ROLES, ("orchestrate",)) == []
 
 
+def test_no_role_imports_the_benchmarks():
+    """The benchmarks measure the roles, not the other way round: a role's device check (infer.gpu_check) runs
+    the role's own measurement (infer.entropy_bench), so its image needs no benchmarks/."""
+    assert arrows(import_graph(), ROLES, ("benchmarks",)) == []
+
+
 def test_the_orchestration_starts_roles_only_through_their_command_lines():
     assert arrows(import_graph(), ("orchestrate",), ROLES) == []
 

@@ -166,6 +166,7 @@ def test_copies_rcea_the_data_and_only_its_own_role_package(role):
     assert not ({"train", "infer", "aggregate"} - {role}) & copied
     # the Ray cluster's nodes (compose.yaml ray-*-node) run the train and infer images and unpickle work units
     assert ("orchestrate" in copied) == (role in ("train", "infer"))
+    assert "benchmarks" not in copied   # the device checks measure the role's own code (infer/entropy_bench.py)
 
 
 def test_the_build_context_keeps_the_data_folder():

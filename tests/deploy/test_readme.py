@@ -15,7 +15,7 @@ import tasks
 
 ROOT = Path(tasks.__file__).resolve().parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-PROJECT_PACKAGES = {"rcea", "train", "infer", "aggregate", "benchmarks", "mathdata", "tests", "scripts"}
+PROJECT_PACKAGES = {"rcea", "orchestrate", "train", "infer", "aggregate", "benchmarks", "mathdata", "tests", "scripts"}
 INVOKE_CORE = {"--dry", "--list", "--help", "-l", "-h", "--complete"}
 
 

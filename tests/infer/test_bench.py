@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from benchmarks.infer import _chunked, _inputs, _naive, queue_bench, skewed_durations
+from benchmarks.infer import queue_bench, skewed_durations
+from infer.entropy_bench import _chunked, _inputs, _naive
 
 
 def test_bench_methods_agree():

@@ -57,7 +57,7 @@ def test_vllm_generation_with_lora_matches_transformers(tiny_model_dir, tiny_dat
 
 
 def test_chunked_entropy_memory_on_gpu():
-    from benchmarks.infer import entropy_bench
+    from infer.entropy_bench import entropy_bench
 
     res = {r["method"]: r for r in entropy_bench(2048, 2048, 151_936, 256, "cuda")}
     assert res["chunked"]["peak_bytes"] <= res["naive"]["peak_bytes"] / 8
