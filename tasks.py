@@ -220,6 +220,14 @@ def seeds(c, method="grpo", seeds="1,2,3", questions=200, k=8):
                                               "--k", str(k)])])
 
 
+@task(help={"write": "replace the shipped warm start (rcea/frozen/tiny-toy-warm/) and its record with the rebuild",
+            "steps": "rebuild only the recipe's first 10 steps and compare with their recorded bytes (seconds)"})
+def warm_start(c, write=False, steps=0):
+    """Rebuild the tiny warm start the demo copies (1,200 steps, one thread: tens of minutes); compare the bytes."""
+    run_all(c, [local_command("rcea.warmstart", ["--rebuild", *["--write"] * write,
+                                                 *(["--steps", str(steps)] if steps else [])])])
+
+
 @task(help={"quick": "shortened budgets (what CI runs): every stage, a few steps and questions",
             "methods": f"comma list of: {', '.join(METHODS)} (default: all seven)",
             "engine": f"how stages run: {', '.join(st.EXECUTORS)}", "address": "Ray head HOST:PORT (--engine ray)"})

@@ -116,18 +116,18 @@ def ensure_tiny_model(cfg) -> Path:
 
 
 def ensure_policy(cfg) -> Path:
-    """The tiny base policy: in the toy world, the warm-started model (built once, cached)."""
+    """The tiny base policy: in the toy world, the warm-started model (built once, cached; the default
+    configuration's is copied from the repository, see rcea.warmstart)."""
     base = ensure_tiny_model(cfg)
     if cfg["data.world"] != "toy" or cfg["toy.warm_start_steps"] == 0:
         return base
-    from rcea.warmstart import warm_start
+    from rcea.warmstart import copy_shipped, shipped_for, warm_spec, warm_start
 
-    spec = {k: cfg[f"toy.{k}"] for k in ("warm_start_steps", "warm_start_batch", "warm_start_lr",
-                                          "warm_start_examples", "slip_rate", "early_rate", "seed")}
-    spec["instruction"] = cfg["data.instruction"]
-    spec["base"] = json.loads((base / "build.json").read_text())
+    spec = warm_spec(cfg, base)
     out = base.with_name(base.name + "-warm")
-    return _build_once(out, spec, lambda tmp: warm_start(base, tmp, cfg))
+    shipped = shipped_for(spec, base)  # the repository's copy of this exact warm start, if there is one
+    return _build_once(out, spec, (lambda tmp: copy_shipped(shipped, tmp)) if shipped
+                       else (lambda tmp: warm_start(base, tmp, cfg)))
 
 
 def model_path(cfg) -> str:

@@ -20,7 +20,7 @@ WHATS = (*KINDS, "all")
 ROLES = ("train", "infer", "aggregate")
 MAX_WORKERS = 8
 # Which environment (and container) runs each entry module.
-ENV_OF = {"rcea.prepare": "train", "train": "train", "train.seeds": "train", "infer": "infer",
+ENV_OF = {"rcea.prepare": "train", "rcea.warmstart": "train", "train": "train", "train.seeds": "train", "infer": "infer",
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "aggregate": "aggregate",
           "rcea.publish": "aggregate"}
 # Compose services that run one-off commands per environment (see compose.yaml).

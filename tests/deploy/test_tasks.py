@@ -443,6 +443,14 @@ def test_scripts_run_bootstraps_quietly_when_environments_are_current():
     loud = subprocess.run(["scripts/bootstrap", "aggregate"], cwd=ROOT, capture_output=True, text=True)
     assert loud.stdout == "bootstrap: aggregate environment is current\n"
     assert '"$ROOT/scripts/bootstrap" -q' in (ROOT / "scripts" / "run").read_text()
+    # ... and byte-compiled once (its stamp .bytecode follows the lockfile's): a role process loads .pyc files
+    # even where none is ever written (PYTHONDONTWRITEBYTECODE=1), instead of compiling its packages each start
+    assert (env / ".bytecode").read_text() == (env / ".lock-sha256").read_text()
+    pandas = next((env / "lib" / "python3.11" / "site-packages" / "pandas").glob("__pycache__/__init__.*.pyc"))
+    probe = subprocess.run([str(env / "bin" / "python"), "-c", "import importlib.util as u, pandas; "
+                            "print(u.cache_from_source(pandas.__file__))"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert probe.stdout.strip() == str(pandas)
 
 
 def test_root_runs_the_containers_as_1000(monkeypatch):
