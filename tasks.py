@@ -28,7 +28,7 @@ from orchestrate.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
                                check_overrides, check_workers, choice, codebook_commands,
                                data_root, enqueue_command, judge_commands, local_command,
                                parse_methods, published_dir, role_command, status_command, train_command,
-                               workers_command)
+                               warm_start_command, workers_command)
 from orchestrate.ops.shell import is_dry, require_compose, run_all
 from rcea.progress import duration
 
@@ -220,12 +220,10 @@ def seeds(c, method="grpo", seeds="1,2,3", questions=200, k=8):
                                               "--k", str(k)])])
 
 
-@task(help={"write": "replace the shipped warm start (rcea/frozen/tiny-toy-warm/) and its record with the rebuild",
-            "steps": "rebuild only the recipe's first 10 steps and compare with their recorded bytes (seconds)"})
+@task(help={"write": "replace the shipped files with the rebuild", "steps": "only the first 10 steps (seconds)"})
 def warm_start(c, write=False, steps=0):
     """Rebuild the tiny warm start the demo copies (1,200 steps, one thread: tens of minutes); compare the bytes."""
-    run_all(c, [local_command("rcea.warmstart", ["--rebuild", *["--write"] * write,
-                                                 *(["--steps", str(steps)] if steps else [])])])
+    run_all(c, [warm_start_command(write, steps)])
 
 
 @task(help={"quick": "shortened budgets (what CI runs): every stage, a few steps and questions",

@@ -1,7 +1,7 @@
 """`python -m infer enqueue|worker|status`: the inference role's command line.
 
     python -m infer enqueue --scale tiny --method grpo|base --what all [--override probe.k=4] [--retry-failed]
-    python -m infer worker  [--scale tiny] [--gpu 0] [--until-empty] [--backend auto|hf|vllm] [--lease 300] [--report 30]
+    python -m infer worker  [--scale tiny] [--gpu 0] [--until-empty] [--processes 2] [--backend auto|hf|vllm] [--lease 300] [--report 30]
     python -m infer status  [--scale tiny] [--jobs] [--summary] [--check] [--follow 30]
     python -m infer plan    --scale tiny --method grpo --what all      (job specs as JSON lines; infer/unit_cli.py)
     python -m infer run-job --spec-file JOB.json [--spec-file ...]     (run specs in this process, idempotent)
@@ -79,11 +79,19 @@ def cmd_worker(args) -> int:
     if rank.isdigit() and num.isdigit() and int(rank) >= int(num):  # started with the whole profile
         print(f"worker {rank}: not needed (NUM_WORKERS={num}); exiting", flush=True)
         return 0
+    if args.processes < 1:
+        print(f"error: --processes {args.processes}: at least 1", file=sys.stderr)
+        return 2
+    if args.processes > 1 and (args.gpu is not None or args.scale != "tiny"):
+        print("error: --processes is for the tiny scale on CPU; on GPUs start one worker per GPU "
+              "(`invoke workers --scale S --num-workers N`)", file=sys.stderr)
+        return 2
     if not queue_path(args.scale).exists():  # checked before the queue is opened: no empty queue left behind
         print(f"error: no queue at {queue_path(args.scale)}: nothing was enqueued at scale {args.scale}. "
               f"Enqueue the measurements first: `invoke infer --scale {args.scale} --method M` for each trained "
               f"method, or run the whole study: `invoke study --scale {args.scale}`.", file=sys.stderr)
         return 2
+    others = [_sibling_worker(args) for _ in range(args.processes - 1)]
     if args.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)   # before torch is imported
     from infer.jobs import run_job
@@ -106,9 +114,22 @@ def cmd_worker(args) -> int:
     except sqlite3.OperationalError as exc:  # e.g. "database or disk is full": the real error, in one line
         print(f"error: the job queue {q.path} cannot be written: {exc}. Free disk space there (df -h) and start "
               "the workers again: finished jobs stay done, the interrupted one is redone.", file=sys.stderr)
+        for other in others:
+            other.wait()
         return 1
     print(f"worker finished: {stats}; queue: {q.counts()}")
-    return 0
+    return max([0, *(p.wait() for p in others)])
+
+
+def _sibling_worker(args):
+    """Another worker process on the same queue (`--processes N`: the tiny scale's CPU cores); it is in this
+    worker's process group, so a kill of the study stops it too, and its claims are reclaimed at once."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "infer", "worker", "--scale", args.scale, "--backend", args.backend,
+            "--lease", f"{args.lease:g}", "--report", f"{args.report:g}", "--poll", f"{args.poll:g}",
+            *(["--until-empty"] if args.until_empty else [])]
+    return subprocess.Popen(argv)
 
 
 def cmd_status(args) -> int:
@@ -195,6 +216,8 @@ def main(argv=None) -> int:
     w.add_argument("--report", type=float, default=30.0,
                    help="while other workers hold the remaining jobs, say what is awaited every this many seconds")
     w.add_argument("--poll", type=float, default=5.0, help="seconds between claims when the queue is empty")
+    w.add_argument("--processes", type=int, default=1,
+                   help="tiny scale: this many worker processes on the queue (one CPU thread each)")
     s = sub.add_parser("status", help="show the queue")
     s.add_argument("--scale", default=None, help=f"{', '.join(SCALES)} (default: $RCEA_SCALE)")
     s.add_argument("--jobs", action="store_true", help="list every job")

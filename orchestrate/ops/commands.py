@@ -19,6 +19,9 @@ from rcea.layout import JOB_KINDS as KINDS
 WHATS = (*KINDS, "all")
 ROLES = ("train", "infer", "aggregate")
 MAX_WORKERS = 8
+# Local worker processes at the tiny scale: the two CPU cores the tiny study is sized for (the training
+# stage's side-by-side runs, orchestrate.units.SLOTS["cpu"]["train"], are the same two).
+TINY_WORKERS = 2
 # Which environment (and container) runs each entry module.
 ENV_OF = {"rcea.prepare": "train", "rcea.warmstart": "train", "train": "train", "train.seeds": "train", "infer": "infer",
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "aggregate": "aggregate",
@@ -40,11 +43,11 @@ def choice(option: str, value, choices) -> str:
 
 def check_workers(n, scale: str | None = None) -> int:
     """--num-workers (None: not given), else $NUM_WORKERS, else 8; each worker takes one GPU (3b/7b).
-    The tiny scale runs one local worker process: another count given there is refused, not ignored."""
+    The tiny scale runs its local worker processes (TINY_WORKERS): a count given there is refused, not ignored."""
     if scale == "tiny":
         if n is not None and str(n) != "1":
-            raise Exit(f"invalid --num-workers {n!r}: the tiny scale runs one local worker process on CPU; "
-                       "--num-workers is for 3b/7b (one GPU each), leave it out", code=2)
+            raise Exit(f"invalid --num-workers {n!r}: the tiny scale runs {TINY_WORKERS} local worker processes "
+                       "on CPU; --num-workers is for 3b/7b (one GPU each), leave it out", code=2)
         return 1
     n = (os.environ.get("NUM_WORKERS") or MAX_WORKERS) if n is None else n
     if not str(n).isdigit() or not 1 <= int(n) <= MAX_WORKERS:
@@ -121,16 +124,24 @@ def worker_services(n: int) -> list[str]:
 
 
 def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = True, lease: float = 0) -> list[str]:
-    """Tiny: one local worker until the queue is empty. 3b/7b: the `infer-workers` group of compose.yaml
+    """Tiny: TINY_WORKERS local worker processes (one CPU thread each) until the queue is empty.
+    3b/7b: the `infer-workers` group of compose.yaml
     (the eight workers, those at or above NUM_WORKERS exiting at once, and a follower of the queue):
     detached for `invoke workers` (`docker compose logs -f infer-workers` follows it), attached in the study,
     which returns when every worker and the follower have exited and stops them all if one fails."""
     if scale == "tiny":
         return local_command("infer", ["worker", "--scale", "tiny", "--until-empty",
+                                       "--processes", str(TINY_WORKERS),
                                        *(["--lease", f"{lease:g}"] if lease else [])])
     env = {"NUM_WORKERS": num_workers, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
     how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
     return with_scale(scale, compose("--profile", "infer", "up", *how, WORKERS_GROUP), **env)
+
+
+def warm_start_command(write: bool = False, steps: int = 0) -> list[str]:
+    """Rebuild the shipped tiny warm start and compare it (rcea.warmstart); --write replaces it."""
+    return local_command("rcea.warmstart", ["--rebuild", *(["--write"] if write else []),
+                                            *(["--steps", str(steps)] if steps else [])])
 
 
 def status_command(scale: str, check: bool = False) -> list[str]:

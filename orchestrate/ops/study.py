@@ -9,7 +9,7 @@ units on a cluster (orchestrate/executors/study.py; a local Ray without an addre
     train       each method (tiny: two side by side on CPU; 3b/7b: one at a time on the training GPU),
                 with --resume: a run killed earlier continues from its newest complete checkpoint, a
                 finished one is reused; each run enqueues all of its measurements as soon as it has finished
-    workers     the measurement jobs (tiny: one local worker; 3b/7b: Compose workers 0..N-1), then a
+    workers     the measurement jobs (tiny: two local worker processes; 3b/7b: Compose workers 0..N-1), then a
                 check that every job is done
     judge       process validity of the verified successes (rules in the toy world, else the LLM judge)
     modes       semantic modes: induce, assign, reconcile, freeze (rules in the toy world, else the codebook)
@@ -92,7 +92,8 @@ def study_stages(scale: str, methods, num_workers: int = cmd.MAX_WORKERS) -> lis
                  "its measurements",
         [_unit(m, cmd.train_command(m, scale, resume=True), cmd.enqueue_command(scale, m)) for m in methods],
         parallel=jobs, logged=tiny))
-    workers = "1 local worker" if tiny else f"{num_workers} GPU worker{'s' * (num_workers > 1)}"
+    workers = (f"{cmd.TINY_WORKERS} local worker processes" if tiny
+               else f"{num_workers} GPU worker{'s' * (num_workers > 1)}")
     stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers})", [_unit(
         "workers", cmd.workers_command(scale, num_workers, detach=False), cmd.status_command(scale, check=True))]))
     up = [] if tiny else [cmd.judge_server_up(scale)]

@@ -214,6 +214,28 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_rows(ran, tiny_data):
         pd.testing.assert_frame_equal(_table(tiny_data, name), _table(ran[0], name))
 
 
+def test_two_worker_processes_share_the_queue_and_give_the_same_rows(ran, tiny_data):
+    """`infer worker --processes 2` (the tiny study's workers stage): both processes take jobs from the one
+    queue, every job is done once, and the tables equal the single in-process worker's (`ran`)."""
+    _enqueue("all")
+    env = dict(subprocess_env(tiny_data), RCEA_INFER_TEST_SLOWDOWN_S="0.3")  # jobs long enough for both to claim
+    r = subprocess.run([sys.executable, "-m", "infer", "worker", "--scale", "tiny", "--until-empty",
+                        "--processes", "2", "--poll", "0.2"], env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    jobs = Queue(queue_path("tiny")).jobs()
+    assert {j["state"] for j in jobs} == {"done"} and all(j["attempts"] == 1 for j in jobs)
+    assert len({j["worker"] for j in jobs}) == 2, [(j["key"], j["worker"]) for j in jobs]
+    assert r.stdout.count("worker finished:") == 2
+    for name in TABLES:
+        pd.testing.assert_frame_equal(_table(tiny_data, name), _table(ran[0], name))
+
+
+def test_processes_is_for_the_tiny_scale_on_cpu(tiny_data, capsys):
+    assert cli(["worker", "--scale", "tiny", "--processes", "0"]) == 2
+    assert cli(["worker", "--scale", "tiny", "--processes", "2", "--gpu", "0"]) == 2
+    assert "--processes is for the tiny scale on CPU" in capsys.readouterr().err
+
+
 def test_greedy_summary_per_checkpoint(ran):
     from infer.tables import greedy_summary
 
