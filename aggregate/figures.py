@@ -67,8 +67,8 @@ def _trace_line(ax, x, y, window: int, **kw):
 def _smoothing_note(windows: set[int]) -> str:
     used = sorted(w for w in windows if w > 1)
     if not used:
-        return "points as measured (too few to smooth)"
-    return f"dots raw, line CMA({used[0]})" + ("" if 1 not in windows else ", short traces unsmoothed")
+        return "points as measured: too few to smooth"
+    return f"dots raw, line CMA({used[0]})" + ("" if 1 not in windows else "; short traces unsmoothed")
 
 
 def draw_traces(res: dict, st: AggregateSettings):
@@ -185,6 +185,10 @@ def draw_covfit(res: dict, st: AggregateSettings):
         ax.plot([lo, hi], [f["intercept"] + f["slope"] * lo, f["intercept"] + f["slope"] * hi], "r-", lw=1,
                 label=f"OLS fit: slope {f['slope']:.3f}, r {f['pearson']:.3f}" + (f", n = {f['n']}" if "n" in f else ""))
     ax.set(xlabel="predicted ΔH (covariance, Eq. 10)", ylabel="observed ΔH", title="Exact covariance fit")
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in (ax.xaxis, ax.yaxis):  # at most 6 ticks: long labels such as -0.025 must not run together
+        axis.set_major_locator(MaxNLocator(nbins=5))
     ax.legend(fontsize=7)
     return fig
 
@@ -306,23 +310,26 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
     if not scales:
         return None
     plt = _plt()
-    fig, axes = plt.subplots(1, len(scales), figsize=(5 * len(scales), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(scales), figsize=(6.5 * len(scales), 3.8), squeeze=False)
     for j, sc in enumerate(scales):
         ax = axes[0, j]
+        windows = set()
         for (s, m), tr in sorted(((r, tr) for r, tr in runs if r[0] == sc), key=lambda x: method_rank(x[0][1])):
             pts = [(st_, e) for st_, e in zip(tr["step"], tr["entropy"]) if _finite(e)]
             x = np.array([p[0] for p in pts]) / tr["steps_per_epoch"]
             y = np.array([p[1] for p in pts])
             w = smoothing_window(len(y), st.smoothing_window)
+            windows.add(w)
             if w > 1:
                 ax.plot(x, y, color=_color(m), alpha=0.25, lw=0.6)
             ax.plot(x, centered_moving_average(y, w), color=_color(m), label=method_name(m))
             fd = res.get("failure_detector", {}).get(f"{s}/{m}", {})
             if fd.get("fired"):
                 ax.axvline(fd["onset_step"] / tr["steps_per_epoch"], color=_color(m), ls="--", lw=1)
-        ax.set(title=f"{scale_name(sc)}: training entropy (steps.jsonl)", xlabel="normalised progress",
+        note = _smoothing_note(windows).replace("dots raw, line", "thin: raw, thick:")
+        ax.set(title=f"{scale_name(sc)}: training entropy (steps.jsonl)\n({note})", xlabel="normalised progress",
                ylabel="mean token entropy (nats)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
 

@@ -192,7 +192,7 @@ def lines_from_log(text: str) -> tuple[float, list[tuple[float, str]]]:
     return wall, lines
 
 
-def record_log(name: str, log: Path, command: str, note: str = "") -> dict:
+def record_log(name: str, log: Path, command: str, note: str = "", at_commit: str = "") -> dict:
     """Record a study run from its saved output (`scripts/run demo 2>&1 | tee LOG`) and the data folder it
     wrote (RCEA_DATA, default data/): the date is the log's, the machine this one."""
     preset = PRESETS.get(name, {"title": name})
@@ -200,7 +200,7 @@ def record_log(name: str, log: Path, command: str, note: str = "") -> dict:
     when = datetime.fromtimestamp(log.stat().st_mtime, timezone.utc)
     rec = {"name": name, "title": preset["title"], "command": command, "order": preset.get("order", 50),
            "date": when.strftime("%Y-%m-%d %H:%M UTC"),
-           "commit": commit(), "machine": dict(machine(), **({"note": note} if note else {})),
+           "commit": at_commit or commit(), "machine": dict(machine(), **({"note": note} if note else {})),
            "source": f"scripts/measure {name} --from-log (the run's own banners)", "exit_status": 0,
            "wall_s": wall, "stages": stage_times(lines, wall)}
     summary = layout.results_dir("tiny", root=_data_root()) / "summary.json"
@@ -277,14 +277,15 @@ def _demo_body(r: dict) -> list[str]:
         names = {"grpo": "GRPO", "dapo": "DAPO", "clip_cov": "Clip-Cov", "kl_cov": "KL-Cov", "ep_grpo": "EP-GRPO",
                  "gtpo": "GTPO", "archer": "Archer"}
 
-        def each(d, fmt="{}"):
-            return ", ".join(f"{names.get(m, m)} {fmt.format(v)}" for m, v in d.items() if v is not None)
+        def each(d, fmt="{}"):  # in the paper's order, then any other method
+            order = sorted(d, key=lambda m: (list(names).index(m) if m in names else len(names), m))
+            return ", ".join(f"{names.get(m, m)} {fmt.format(d[m])}" for m in order if d[m] is not None)
 
         L.append(f"Greedy held-out accuracy (the toy world's benchmark, final checkpoints): base "
                  f"{res['greedy_base']}% → {_span(res['greedy'].values())}% ({each(res['greedy'], '{}%')}).")
         if res.get("sampled_base") is not None:
             L.append(f"Sampled accuracy on the fixed probe (T = 1) at each reported endpoint: base "
-                     f"{res['sampled_base']} → {_span(res['sampled'].values())} ({each(res['sampled'])}).")
+                     f"{res['sampled_base']:.3f} → {_span(res['sampled'].values())} ({each(res['sampled'], '{:.3f}')}).")
         if res.get("entropy_base") is not None:
             L.append(f"Probe token entropy: base {res['entropy_base']} → {_span(res['entropy'].values())} nats.")
         if any(v is not None for v in res["mode_retention"].values()):
@@ -356,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--command", help="run this instead of the preset's command (the record keeps it)")
     ap.add_argument("--from-log", type=Path, help="record a finished study from its saved output instead of running it")
     ap.add_argument("--note", default="", help="with --from-log: what else ran on the machine meanwhile")
+    ap.add_argument("--commit", default="", help="with --from-log: the commit the run ran at (default: HEAD)")
     args = ap.parse_args(argv)
     if args.from_log:
         if not args.from_log.is_file():
@@ -363,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         try:
             rec = record_log(args.name, args.from_log, args.command or PRESETS.get(args.name, {}).get("command", ""),
-                             args.note)
+                             args.note, args.commit)
         except ValueError as e:
             print(f"error: {args.from_log}: {e}", file=sys.stderr)
             return 2
