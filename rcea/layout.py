@@ -15,7 +15,7 @@
                                                 audit/audit.sqlite, audit/report.json
     llm_cache/<client>/                         cached judge and codebook responses
     results/<scale>/                            aggregated summary, tables, figures, report
-    logs/study/, logs/units/                    logs of the study's side-by-side commands and of work units
+    logs/units/                                 logs of work units (a training run, a batch of measurement jobs)
 
 `root` is the data folder as the caller sees it: `rcea.paths.data_dir()` by default (`RCEA_DATA`, else
 ./data), or the folder a command line names (the Compose volume is "data" inside the containers).
@@ -101,7 +101,7 @@ def checkpoint_dir(scale: str, run: str, step: int, root: str | Path | None = No
 
 
 def logs_dir(what: str, root: str | Path | None = None) -> Path:
-    """Logs of the study's runs (`study`: each side-by-side command) and of work units (`units`)."""
+    """Logs of work units (`units`: a training run, a batch of measurement jobs; orchestrate.executors.batch)."""
     return _root(root) / "logs" / what
 
 

@@ -1,16 +1,14 @@
-"""Running commands from the project root: Invoke's dry run, side-by-side runs with logs, Docker probes."""
+"""Running commands from the project root: Invoke's dry run, Docker probes, .env."""
 from __future__ import annotations
 
 import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from rcea.progress import duration
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,72 +76,3 @@ def write_env_file(values: dict, path: Path | None = None) -> Path:
     keep = [ln for ln in lines if ln.split("=", 1)[0].strip() not in values]
     path.write_text("\n".join(keep + [f"{k}={v}" for k, v in values.items()]) + "\n")
     return path
-
-
-def _read_from(path: Path, offset: int) -> str:
-    with path.open("rb") as fh:
-        fh.seek(offset)
-        return fh.read().decode(errors="replace")
-
-
-def _log_name(argv) -> str:
-    """`train-grpo-tiny` for `python -m train --method grpo --scale tiny`; a plain program: its name."""
-    rest = argv[argv.index("-m") + 1:] if "-m" in argv else [os.path.basename(argv[0])]
-    return "-".join(a for a in rest if not a.startswith("-"))[:80].replace("/", "_")
-
-
-class _Slot:
-    """One running unit: its commands run one after another, all logging to one file (appended)."""
-
-    def __init__(self, commands, log_dir: Path):
-        self.commands, self.t0 = list(commands), time.monotonic()
-        self.log = log_dir / f"{_log_name(self.commands[0])}.log"
-        self.start_offset, self.proc, self.failed = None, None, None
-
-    def next(self) -> bool:
-        """Start the next command; False when none is left."""
-        if not self.commands:
-            return False
-        argv = self.commands.pop(0)
-        with self.log.open("ab") as fh:  # appended: a rerun keeps the earlier runs' logs
-            fh.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {sh(argv)}\n".encode())
-            fh.flush()
-            if self.start_offset is None:
-                self.start_offset = fh.tell()
-            self.proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT)
-        self.argv, self.t0 = argv, time.monotonic()
-        print(f"  started: {sh(argv)}  (log: {self.log})", flush=True)
-        return True
-
-
-def run_side_by_side(c, units, log_dir: Path, jobs: int = 2) -> None:
-    """Run units (each an argv, or a list of argvs run in turn) `jobs` at a time, each logging to its own
-    file; a unit stops at its first failing command; at the end, show the first failure's log tail."""
-    units = [[u] if u and isinstance(u[0], str) else list(u) for u in units]
-    if is_dry(c):
-        run_all(c, [argv for u in units for argv in u])
-        return
-    os.chdir(ROOT)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    waiting, running, failed = [_Slot(u, log_dir) for u in units], [], []
-    while waiting or running:
-        while waiting and len(running) < jobs:
-            slot = waiting.pop(0)
-            slot.next()
-            running.append(slot)
-        time.sleep(0.2)
-        for slot in [s for s in running if s.proc.poll() is not None]:
-            code = slot.proc.returncode
-            notes = [ln for ln in _read_from(slot.log, slot.start_offset).splitlines() if ln.startswith("[train]")]
-            status = "done" if code == 0 else f"FAILED (exit {code})"
-            print(f"  {status} in {duration(time.monotonic() - slot.t0)}: {sh(slot.argv)}"
-                  + "".join(f"\n    {ln}" for ln in notes[-2:]), flush=True)
-            if code != 0:
-                failed.append(slot)
-            if code != 0 or not slot.next():
-                running.remove(slot)
-    if failed:
-        slot = failed[0]
-        lines = _read_from(slot.log, slot.start_offset).splitlines()
-        raise Exit("\n".join(lines[-40:]) + f"\n\n{len(failed)} of {len(units)} commands failed; first: "
-                   f"{sh(slot.argv)}\nfull log: {slot.log}", code=1)

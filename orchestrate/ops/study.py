@@ -2,8 +2,10 @@
 
 A study is a plain list of `Stage`s; each stage hands its work (a tuple of `Unit`s, each a sequence of
 argvs run in order) to an executor chosen by name (`EXECUTORS`): `local` runs the commands here, locally at
-the tiny scale or through `docker compose` at 3b/7b; `ray` runs the train and workers stages as Ray work
-units on a cluster (orchestrate/executors/study.py; a local Ray without an address) and the rest here. Stages:
+the tiny scale or through `docker compose` at 3b/7b, and the tiny training runs as work units
+(orchestrate.units.TrainUnit) through the local engine (orchestrate/executors/local.py, two at a time);
+`ray` runs the train and workers stages as Ray work units on a cluster (orchestrate/executors/study.py; a
+local Ray without an address) and the rest here. Stages:
 
     prepare     tiny model / warm start (tiny) and the training pool
     train       each method (tiny: two side by side on CPU; 3b/7b: one at a time on the training GPU),
@@ -32,8 +34,8 @@ from invoke.exceptions import Exit
 from rcea import layout
 from orchestrate.ops import commands as cmd
 from rcea.progress import duration
-from orchestrate.ops.shell import ROOT, container_ids, is_dry, run_all, run_side_by_side
-from orchestrate.units import SLOTS
+from orchestrate.ops.shell import ROOT, container_ids, is_dry, run_all
+from orchestrate.units import SLOTS, TrainUnit
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
 QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
@@ -50,9 +52,11 @@ STAGE_WEIGHTS = {"prepare": 110.0, "train": 25.0, "workers": 110.0, "judge": 5.0
 
 @dataclass(frozen=True)
 class Unit:
-    """One piece of work: its commands run one after another (a unit stops at the first failure)."""
+    """One piece of work: its commands run one after another (a unit stops at the first failure). `work`: the
+    work unit (orchestrate.units) its first command is, which the local engine executes as such."""
     name: str
     commands: tuple[tuple[str, ...], ...]
+    work: object = None
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,14 @@ class Stage:
     title: str
     units: tuple[Unit, ...]
     parallel: int = 1             # units at a time
-    logged: bool = False          # each unit's output to its own log file (side-by-side runs)
     weight: float = field(default=10.0, compare=False)
 
     def commands(self) -> list[list[str]]:
         return [list(a) for u in self.units for a in u.commands]
 
 
-def _unit(name: str, *argvs) -> Unit:
-    return Unit(name, tuple(tuple(a) for a in argvs))
+def _unit(name: str, *argvs, work=None) -> Unit:
+    return Unit(name, tuple(tuple(a) for a in argvs), work)
 
 
 def _stage(key: str, title: str, units, **kw) -> Stage:
@@ -90,8 +93,9 @@ def study_stages(scale: str, methods, num_workers: int = cmd.MAX_WORKERS) -> lis
     stages.append(_stage(
         "train", f"train {', '.join(methods)} ({n} objective{'s' * (n > 1)}{at_a_time}); each run then enqueues "
                  "its measurements",
-        [_unit(m, cmd.train_command(m, scale, resume=True), cmd.enqueue_command(scale, m)) for m in methods],
-        parallel=jobs, logged=tiny))
+        [_unit(m, cmd.train_command(m, scale, resume=True), cmd.enqueue_command(scale, m),
+               work=TrainUnit(m, scale) if tiny else None) for m in methods],
+        parallel=jobs))
     workers = (f"{cmd.TINY_WORKERS} local worker processes" if tiny
                else f"{num_workers} GPU worker{'s' * (num_workers > 1)}")
     stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers})", [_unit(
@@ -125,11 +129,22 @@ def check_endpoints(scale: str, dry: bool = False) -> None:
 
 
 def run_local(c, stage: Stage, log_dir: Path) -> None:
-    """The default executor: the commands run here (locally, or `docker compose` for 3b/7b)."""
-    if stage.logged:
-        run_side_by_side(c, [u.commands for u in stage.units], log_dir, jobs=stage.parallel)
-    else:
-        run_all(c, stage.commands())
+    """The default executor: the commands run here (locally, or `docker compose` for 3b/7b); a stage whose
+    units are work units (the tiny training runs) runs them through the local engine, `stage.parallel` at a
+    time, then each completed one's remaining commands (its run's enqueue). A failed unit runs nothing more;
+    the stage stops once the others are done, naming each failure and its log."""
+    if is_dry(c) or not stage.units or any(u.work is None for u in stage.units):
+        return run_all(c, stage.commands())
+    from orchestrate.executors import execute
+
+    os.chdir(ROOT)
+    role = stage.units[0].work.role
+    report = execute([u.work for u in stage.units], "local", label=stage.key, parallel={role: stage.parallel})
+    run_all(c, [a for u in stage.units if u.work.key not in report.failed for a in u.commands[1:]])
+    if report.failed:
+        lines = "\n".join(f"  {k}: {v}" for k, v in sorted(report.failed.items()))
+        raise Exit(f"{len(report.failed)} of {len(stage.units)} unit(s) of stage {stage.key} failed:\n{lines}\n"
+                   "fix the cause and rerun: complete units are skipped", code=1)
 
 
 def _ray(scale: str, methods, address: str | None):

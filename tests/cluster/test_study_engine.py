@@ -75,6 +75,36 @@ def test_the_study_chooses_its_engine_by_name():
         st.executor("dask", "tiny", ["grpo"])
 
 
+def test_the_local_engine_runs_a_stage_of_work_units_then_each_completed_one_s_commands(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """The tiny train stage under `local`: its units run through orchestrate.executors (local.py), two at a time;
+    then each completed unit's remaining commands (a run's enqueue); a failed unit runs nothing more and the
+    stage stops once the others are done, naming the failure; a rerun skips the complete units."""
+    import sys
+
+    from orchestrate.ops import study as st
+    from invoke import Config, Context
+
+    from tests.cluster.standin import StandIn, expected
+
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    monkeypatch.setenv("RCEA_LEDGER", str(tmp_path / "ledger.sqlite"))
+    mark = tmp_path / "after"
+    touch = (sys.executable, "-c", f"open({str(mark)!r}, 'a').write('x')")
+    ok = [StandIn(f"ok{i}", role="train", seconds=0.2, barrier=2) for i in range(2)]   # barrier: both at once
+    stage = st.Stage("train", "train", tuple(st.Unit(u.name, (("true",), touch), u) for u in ok), parallel=2)
+    st.run_local(Context(Config(overrides={"run": {"in_stream": False}})), stage, tmp_path / "logs")
+    assert mark.read_text() == "xx" and all((tmp_path / "standin" / f"{u.name}.txt").read_text() == expected(u.name)
+                                            for u in ok)
+    bad = StandIn("bad", role="train", seconds=0.1, exit_code=3)
+    stage = st.Stage("train", "train", tuple(st.Unit(u.name, (("true",), touch), u) for u in (bad, *ok)), parallel=2)
+    with pytest.raises(Exit) as exc:
+        st.run_local(Context(Config(overrides={"run": {"in_stream": False}})), stage, tmp_path / "logs")
+    assert mark.read_text() == "xxxx"                       # the complete ones (skipped) still enqueue; bad does not
+    assert "1 of 3 unit(s) of stage train failed" in exc.value.message and "standin:bad: exit 3" in exc.value.message
+    assert "2 unit(s) already complete, skipped" in capsys.readouterr().out
+
+
 def test_doctor_reports_ray_and_an_unreachable_head(monkeypatch, capsys):
     from orchestrate.ops import doctor
 

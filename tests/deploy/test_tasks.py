@@ -14,6 +14,7 @@ from invoke.exceptions import Exit
 
 import tasks
 from orchestrate.ops import commands, lockfiles, shell, study
+from orchestrate.units import TrainUnit
 from rcea.provenance import git_commit
 
 COMMIT = git_commit()
@@ -189,7 +190,10 @@ def test_the_stage_list_is_plain_data_for_other_executors():
     assert [u.name for u in train.units] == ["grpo", "dapo"] and train.parallel == 1
     assert all(isinstance(a, tuple) and all(isinstance(x, str) for x in a) for u in train.units for a in u.commands)
     tiny = study.study_stages("tiny", ["grpo", "dapo", "gtpo"])
-    assert tiny[1].parallel == study.TINY_TRAIN_JOBS and tiny[1].logged
+    assert tiny[1].parallel == study.TINY_TRAIN_JOBS and all(u.work is None for u in train.units)
+    for u, m in zip(tiny[1].units, ["grpo", "dapo", "gtpo"]):   # tiny: each run is a work unit of the local engine,
+        assert u.work == TrainUnit(m, "tiny")                      # the very command the dry run prints
+        assert list(u.commands[0][1:]) == u.work.args(None) and u.commands[0][0] == LOCAL["train"]
     assert tiny[1].weight == 3 * study.STAGE_WEIGHTS["train"]
 
 
@@ -381,37 +385,6 @@ def test_workers_default_to_num_workers_from_the_environment(capsys, dry, monkey
     monkeypatch.setenv("NUM_WORKERS", "twelve")
     with pytest.raises(Exit, match="valid choices: 1..8"):
         tasks.workers(dry, scale="7b")
-
-
-def test_side_by_side_runs_everything_appends_logs_and_reports_the_first_failure(tmp_path, capsys):
-    ok = [sys.executable, "-m", "json.tool", str(tmp_path / "in.json")]
-    (tmp_path / "in.json").write_text('{"a": [1, 2]}')
-    bad = [sys.executable, "-m", "no_such_module_rcea"]
-    shell.run_side_by_side(Context(), [ok, ok[:3] + [str(tmp_path / "in.json"), "--compact"]], tmp_path / "logs")
-    out = capsys.readouterr().out
-    assert out.count("  done in ") == 2 and "FAILED" not in out
-    logs = sorted((tmp_path / "logs").glob("*.log"))
-    assert len(logs) == 1  # both commands share the module name: one log, appended in turn
-    shell.run_side_by_side(Context(), [ok], tmp_path / "logs")
-    text = logs[0].read_text()
-    assert text.count("\n=== ") == 3 and text.count('"a"') == 3  # a rerun keeps the earlier output
-    with pytest.raises(Exit) as exc:
-        shell.run_side_by_side(Context(), [bad, ok], tmp_path / "logs", jobs=2)
-    msg = str(exc.value.message)
-    assert "1 of 2 commands failed" in msg and "no_such_module_rcea" in msg and "No module named" in msg
-    assert "FAILED (exit 1)" in capsys.readouterr().out
-
-
-def test_a_unit_runs_its_commands_in_turn_and_stops_at_its_first_failure(tmp_path, capsys):
-    """The study's train units: train, then enqueue; a failed training run enqueues nothing."""
-    mark = tmp_path / "enqueued"
-    first = [sys.executable, "-c", "import sys; sys.exit(int(sys.argv[1]))"]
-    touch = [sys.executable, "-c", f"open({str(mark)!r}, 'a').write('x')"]
-    shell.run_side_by_side(Context(), [[first + ["0"], touch], [first + ["0"], touch]], tmp_path / "logs")
-    assert mark.read_text() == "xx"
-    with pytest.raises(Exit) as exc:
-        shell.run_side_by_side(Context(), [[first + ["4"], touch], [first + ["0"], touch]], tmp_path / "logs")
-    assert mark.read_text() == "xxx" and "1 of 2 commands failed" in str(exc.value.message)
 
 
 def test_tasks_py_stays_a_thin_layer():
