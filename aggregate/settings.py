@@ -33,8 +33,9 @@ def _base_failure() -> "FailureThresholds":
     """The [failure] settings of configs/base.toml (rcea.stats imports numpy: loaded on first use only)."""
     from rcea.stats import FailureThresholds
 
-    return FailureThresholds.from_config({k: base_value(k) for k in
-                                          ("failure.peak_min", "failure.end_max", "failure.drop_min")})
+    from rcea.records import names
+
+    return FailureThresholds.from_config({f"failure.{k}": base_value(f"failure.{k}") for k in names(FailureThresholds)})
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,13 @@ class AggregateSettings:
     (Archer) is an extension, reported in its own rows (``is_extension``)."""
 
     def replace(self, **changes: Any) -> "AggregateSettings":
-        """Return a copy with ``changes`` applied; unknown keys raise ValueError naming the valid ones."""
-        valid = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(changes) - valid)
-        if unknown:
-            raise ValueError(f"unknown aggregate setting(s) {unknown}; valid: {sorted(valid)}")
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        """A copy with ``changes`` applied (None values ignored), built by rcea.records: an unknown name or a
+        value of the wrong type raises ValueError naming it and the valid ones."""
+        from rcea.records import build
+
+        current = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return build(type(self), {**current, **{k: v for k, v in changes.items() if v is not None}},
+                     where="aggregate")
 
     def is_extension(self, method: str) -> bool:
         """A trained method that is not one of the paper's objectives (reported beside them, never pooled)."""
@@ -120,8 +122,7 @@ def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettin
         from rcea.config import load_config
 
         cfg = load_config(scale)
-        known: dict[str, Any] = {f.name: _plain(cfg[f.metadata["key"]])
-                                 for f in dataclasses.fields(base) if "key" in f.metadata}
+        known: dict[str, Any] = {f.name: cfg[f.metadata["key"]] for f in dataclasses.fields(base) if "key" in f.metadata}
         from rcea.stats import FailureThresholds
 
         known["failure"] = FailureThresholds.from_config(cfg)

@@ -39,6 +39,7 @@ from infer import codebook_prompts as P
 from infer.llm import LLMClient, LLMSettings, Request, exits_on_failure
 from infer.llm_io import export_labels, load_questions, load_samples, load_texts, traj_id
 from rcea.layout import llm_cache_dir, semantic_dir
+from rcea import records
 from rcea.config import base_default
 from rcea.store import atomic_write_json, write_parquet
 
@@ -63,8 +64,8 @@ class CodebookSettings:
 
     @classmethod
     def from_config(cls, cfg) -> "CodebookSettings":
-        sec = cfg.section("codebook")
-        return cls(**{k: v for k, v in sec.items() if k in cls.__dataclass_fields__})
+        """From [codebook] (rcea.records.build; its endpoint keys are LLMSettings')."""
+        return records.build(cls, cfg.section("codebook"), where="codebook", others=records.names(LLMSettings))
 
 
 def qint(question_id: str) -> int:

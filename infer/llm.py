@@ -32,9 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rcea import records
 from rcea.config import base_default
 from rcea.store import atomic_write_json
 
+# Keys of the endpoint sections that other records or modules read: [judge] names who labels (infer.labels) and
+# the revision the judge server serves (infer.judge_server); [codebook] also holds the codebook's own settings
+# (infer.codebook.CodebookSettings, a test keeps the two lists equal).
+READ_ELSEWHERE = {"judge": ("labeller", "model_revision"),
+                  "codebook": ("induce_seed", "merge_seed", "assign_seed", "assign_passes", "chunk_size",
+                               "min_confidence")}
 MAX_RESPONSE_CHARS = 200_000  # longer responses are truncated before parsing
 MAX_JSON_CHARS = 50_000       # the JSON object itself must be smaller than this
 
@@ -60,11 +67,11 @@ class LLMSettings:
 
     @classmethod
     def from_config(cls, cfg, section: str, **overrides: Any) -> "LLMSettings":
-        sec = cfg.section(section)
-        names = set(cls.__dataclass_fields__)
-        vals = {k: v for k, v in sec.items() if k in names}
-        vals.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**{"section": section, **vals})
+        """The endpoint of `section` ([judge] or [codebook]) with `overrides` (None values ignored), built by
+        rcea.records: a key of the section that is neither a field here nor read elsewhere (READ_ELSEWHERE) is
+        an error naming it, as is an unknown override."""
+        values = {**cfg.section(section), **{k: v for k, v in overrides.items() if v is not None}, "section": section}
+        return records.build(cls, values, where=section, others=READ_ELSEWHERE.get(section, ()))
 
     def params(self, seed: int | None = None) -> dict[str, Any]:
         return {"temperature": self.temperature, "seed": self.seed if seed is None else seed,

@@ -67,9 +67,14 @@ class FailureThresholds:
     drop_min: float
 
     @classmethod
-    def from_config(cls, cfg: Mapping) -> "FailureThresholds":
-        """From the [failure] settings (cfg['failure.peak_min'], ...): the one place they are read."""
-        return cls(cfg["failure.peak_min"], cfg["failure.end_max"], cfg["failure.drop_min"])
+    def from_config(cls, cfg) -> "FailureThresholds":
+        """From the [failure] settings of a Config (or a {"failure.<name>": value} mapping): the one place they
+        are read, built by rcea.records (an unknown [failure] key is an error naming it)."""
+        from rcea import records
+
+        section = cfg.section("failure") if hasattr(cfg, "section") else {
+            k.partition(".")[2]: v for k, v in cfg.items() if k.startswith("failure.")}
+        return records.build(cls, section, where="failure")
 
 
 def _exact(x) -> Fraction:

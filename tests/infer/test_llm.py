@@ -171,3 +171,37 @@ def test_no_endpoint_refuses_instead_of_calling_a_default_api(tmp_path):
     c = LLMClient(LLMSettings(model="m", base_url="", section="codebook", progress=False), tmp_path / "cache")
     with pytest.raises(LLMFailure, match="codebook.base_url is empty"):
         c.complete_many([judge_req("x")])
+
+
+def test_endpoint_and_codebook_settings_are_built_strictly_from_their_sections():
+    """rcea.records.build: every key of [judge] and [codebook] is a field of a record or named as read elsewhere;
+    an unknown key (or override) stops naming it, instead of being dropped."""
+    from infer.codebook import CodebookSettings
+    from infer.llm import READ_ELSEWHERE
+    from rcea.config import load_config
+    from rcea.records import RecordError, names
+
+    cfg = load_config("tiny")
+    judge = LLMSettings.from_config(cfg, "judge", model="m", base_url=None)
+    assert (judge.model, judge.base_url, judge.section) == ("m", cfg["judge.base_url"], "judge")
+    assert isinstance(judge.timeout_s, float)
+    cb = CodebookSettings.from_config(cfg)
+    assert (cb.induce_seed, cb.min_confidence) == (cfg["codebook.induce_seed"], cfg["codebook.min_confidence"])
+    own = set(cfg.section("codebook")) - set(names(LLMSettings))
+    assert own == set(READ_ELSEWHERE["codebook"]) and own <= set(names(CodebookSettings))   # the lists agree
+
+    class WithExtra:
+        def __init__(self, extra):
+            self.extra = extra
+
+        def section(self, name):
+            return {**cfg.section(name), **self.extra}
+
+    with pytest.raises(RecordError, match="judge has no setting 'temprature'; valid: model, base_url"):
+        LLMSettings.from_config(WithExtra({"temprature": 0.5}), "judge")
+    with pytest.raises(RecordError, match="codebook has no setting 'chunksize'"):
+        CodebookSettings.from_config(WithExtra({"chunksize": 4}))
+    with pytest.raises(RecordError, match="judge has no setting 'modle'"):
+        LLMSettings.from_config(cfg, "judge", modle="m")
+    with pytest.raises(RecordError, match="judge.concurrency must be int, got '8'"):
+        LLMSettings.from_config(WithExtra({"concurrency": "8"}), "judge")

@@ -11,15 +11,14 @@ build it.
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from rcea.config import value_fits
+from rcea import records
 from train.objectives.common import ADV_SCALES, LOSS_TYPES
 
 
-class SettingsError(ValueError):
+class SettingsError(records.RecordError):
     """An objective's settings do not fit its record; the message names what is valid."""
 
 
@@ -35,26 +34,14 @@ class ObjectiveSettings:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        return records.names(cls)
 
     @classmethod
     def from_values(cls, method: str, values: Mapping[str, Any]):
-        """The record of `method` from its {name: value} table; every name present, none unknown."""
-        names = cls.names()
-        unknown = sorted(set(values) - set(names))
-        missing = [n for n in names if n not in values]
-        if unknown:
-            raise SettingsError(f"{method} has no setting {', '.join(map(repr, unknown))}; valid: {', '.join(names)}")
-        if missing:
-            raise SettingsError(f"{method} settings lack {', '.join(missing)} (configs/objectives.toml [{method}])")
-        hints = typing.get_type_hints(cls)
-        checked = {}
-        for name in names:
-            value, kind = values[name], hints[name]
-            if not value_fits(kind, value):
-                raise SettingsError(f"{method}.{name} must be {kind.__name__}, got {value!r}")
-            checked[name] = float(value) if kind is float else value
-        record = cls(**checked)
+        """The record of `method` from its {name: value} table (rcea.records.build: every name present, none
+        unknown, each of its type), then its own rules."""
+        record = records.build(cls, values, where=method, source=f"configs/objectives.toml [{method}]",
+                               error=SettingsError)
         record._check(method)
         return record
 
