@@ -4,7 +4,8 @@ The area runs the project's vLLM backend and the LLM clients against the real en
 server on the tiny model, so what the GPU host would hit first (a wrong served name, an adapter served with
 another's weights, log-probs of the wrong distribution) fails here. Cost on 2 shared cores: vLLM starts in
 about a minute, so the area starts ONE engine (in this process) and ONE server (a child process) for the
-whole session; the server is launched before the engine is built, so the two start-ups overlap.
+whole session; the server and the training run that writes two real checkpoints are launched before the
+engine is built, so the start-ups overlap.
 
 vLLM reads some settings at import, so they are set here, before any test imports it: one OpenMP thread
 and no core binding (the machine is shared), and vLLM's documented reproducibility settings
@@ -14,11 +15,13 @@ default refuses to start on a shared machine); the engine and the server get a K
 instead (`kv_cache_memory_bytes`, like VLLM_CPU_KVCACHE_SPACE in compose.cpu.yaml). Both are built the way
 the project builds them on CPU: the worker's engine with enforce_eager (infer/worker.py), the judge server
 by `python -m infer.judge_server` (the Compose judge service's command) with compose.cpu.yaml's options.
+The model is the demo's tiny policy and the adapters are two checkpoints of a real GRPO run of the project's
+trainer, made in the train environment in the background (see TRAIN_SCRIPT). Measured on the shared 2-core
+machine: the area in 1.5 min (load ~10) to 4 min (load ~20).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -43,7 +46,6 @@ KV_CACHE_BYTES = 256 << 20
 ENGINE_LIMITS = dict(kv_cache_memory_bytes=KV_CACHE_BYTES, max_num_seqs=8, max_num_batched_tokens=512,
                      enforce_eager=True)
 LORA_RANK = 8               # the tiny scale's train.lora_rank
-STEPS = (2, 4)              # two checkpoints, as the trainer writes them
 START_LIMIT_S = 900         # vLLM's start-up on a loaded 2-core machine: ~1 min idle, several under load
 
 
@@ -57,40 +59,100 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+# Two real checkpoints: the project's trainer (train.run.run_training, GRPO) in its own environment
+# (.envs/train: TRL 0.29.0, PEFT 0.18.1, the versions that write the study's adapters), two optimizer steps on
+# the demo's policy, saving after each. A large learning rate so the two adapters (and the base) answer
+# differently; the synthetic reward (no skill needed: every group has reward variance, so every step moves).
+TRAIN_OVERRIDES = ["train.max_steps=2", "train.save_steps=1", "train.learning_rate=0.05", "data.draw_size=32",
+                   "train.max_completion_tokens=8", "train.warmup_ratio=0.0", "train.weight_decay=0.0"]
+TRAIN_SCRIPT = """
+import sys
+from pathlib import Path
+from rcea.config import load_config
+from rcea.prepare import prepare
+from train.run import run_training
+from rcea.tiny import model_path
+over = sys.argv[2:]
+print("POLICY", model_path(load_config("tiny", overrides=over)), flush=True)
+prepare("tiny", over)
+summary = run_training(load_config("tiny", "grpo", over), Path(sys.argv[1]), reward="synthetic", log=lambda _: None)
+print("CHECKPOINTS", *summary["checkpoints"])
+"""
+
+
+def _train_python() -> Path:
+    from rcea.paths import project_root
+
+    envs = Path(os.environ.get("RCEA_ENVS") or project_root() / ".envs")
+    return envs / "train" / "bin" / "python"
+
+
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    """The tiny scale's model (rcea.tiny defaults: Qwen2, 3 layers, hidden 128, byte-level BPE)."""
-    from rcea.tiny import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+def _data(tmp_path_factory):
+    """The area's data folder (models, the training pool, the run), never the project's data/."""
+    with pytest.MonkeyPatch.context() as mp:
+        data = tmp_path_factory.mktemp("vllm-data")
+        mp.setenv("RCEA_DATA", str(data))
+        yield data
 
 
 @pytest.fixture(scope="session")
-def checkpoints(tiny_model, tmp_path_factory):
-    """Two LoRA checkpoints in the trainer's format (train/run.py: checkpoint-<step>/ with the PEFT adapter
-    and trainer_state.json), all seven projections, with weights large enough that their outputs differ."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+def _training(_data):
+    """The training environment's run (TRAIN_SCRIPT), started in the background at the session's start: it
+    resolves the policy first (`tiny_model` waits for that line), then trains (`checkpoints` waits for it)."""
+    from rcea.paths import project_root
 
-    from rcea.config import load_config
+    py = _train_python()
+    if not py.exists():
+        pytest.fail(f"tests/vllm trains its checkpoints in the train environment: {py} is missing "
+                    "(scripts/bootstrap train)")
+    log = _data / "train.log"
+    env = dict(os.environ, PYTHONPATH=str(project_root()), OMP_NUM_THREADS="1", RCEA_ROLE="train")
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    env.pop("VLLM_BATCH_INVARIANT", None)
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(py), "-c", TRAIN_SCRIPT, str(_data / "run"), *TRAIN_OVERRIDES], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, cwd=project_root(), start_new_session=True)
+    try:
+        yield proc, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
-    targets = load_config("tiny")["train.lora_targets"]
-    root = tmp_path_factory.mktemp("train") / "checkpoints"
-    out = []
-    for i, step in enumerate(STEPS):
-        torch.manual_seed(100 + i)
-        model = AutoModelForCausalLM.from_pretrained(tiny_model)
-        peft = get_peft_model(model, LoraConfig(r=LORA_RANK, lora_alpha=2 * LORA_RANK, target_modules=targets,
-                                                lora_dropout=0.0, init_lora_weights=False))
-        with torch.no_grad():
-            for name, p in peft.named_parameters():
-                if "lora_B" in name:
-                    p.normal_(0.0, 0.5)
-        ckpt = root / f"checkpoint-{step}"
-        peft.save_pretrained(ckpt)
-        (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": max(STEPS)}))
-        out.append(ckpt)
+
+def _line(training, key: str, done: bool = False) -> list[str]:
+    """The words after `key` on the run's output line, waiting for it (or for the run's end when `done`)."""
+    proc, log = training
+    t0 = time.monotonic()
+    while True:
+        text = log.read_text()
+        found = [ln.split()[1:] for ln in text.splitlines() if ln.startswith(key + " ")]
+        if found and (not done or proc.poll() is not None):
+            if done and proc.returncode != 0:
+                pytest.fail(f"the tiny GRPO run failed ({proc.returncode}):\n{text[-3000:]}")
+            return found[-1]
+        if proc.poll() is not None and not found:
+            pytest.fail(f"the tiny GRPO run ended ({proc.returncode}) without a {key} line:\n{text[-3000:]}")
+        if time.monotonic() - t0 > START_LIMIT_S:
+            pytest.fail(f"no {key} line from the tiny GRPO run in {START_LIMIT_S}s:\n{text[-3000:]}")
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(_training) -> Path:
+    """The tiny scale's policy as every role resolves it (rcea.tiny.model_path: the demo's warm-started tiny
+    Qwen2, the repository's checksummed rcea/frozen/tiny-toy-warm/), resolved by the training environment:
+    the shipped copy is checked against a base model built there (here, in vLLM's environment, the base
+    builds to other bytes and the warm start would be retrained: minutes)."""
+    return Path(_line(_training, "POLICY")[0])
+
+
+@pytest.fixture(scope="session")
+def checkpoints(_training) -> list[Path]:
+    """checkpoint-1 and checkpoint-2 of the real GRPO run (PEFT adapter, trainer state, manifest)."""
+    out = [Path(p) for p in _line(_training, "CHECKPOINTS", done=True)]
+    assert [p.name for p in out] == ["checkpoint-1", "checkpoint-2"], out
     return out
 
 
@@ -181,8 +243,10 @@ def _judge_process(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _early_start(_judge_process):
-    """Launch the server before the first test builds the engine: their start-ups overlap."""
+def _early_start(request, _judge_process):
+    """Launch the training run and the server before the first test builds the engine: their start-ups
+    overlap."""
+    request.getfixturevalue("_training")
 
 
 @pytest.fixture(scope="session")

@@ -17,15 +17,18 @@ import pytest
 from infer.backends.base import SamplingSpec
 from tests.vllm.conftest import LORA_RANK, prompts
 
-# bf16 against fp32: vLLM runs the whole model in bf16, the scorer in fp32. bf16 keeps 8 significant bits
-# (unit roundoff 2**-8 = 0.004), so every stored weight and activation is off by up to 0.4 %; through 3 layers
-# with LoRA on all seven projections a logit collects a few hundred such roundings, and a log-prob (a logit
-# minus a log-sum-exp) moves by about 0.01 nats on average, more on the rare token whose logits are large.
-# Measured here over 128 sampled tokens: T = 1 mean 0.007, max 0.027; T = 0.7 mean 0.009, max 0.032 (an
-# earlier run with torch.compile: max 0.069). Tolerances: mean 0.03, max 0.15, both divided by T (the sampler
-# divides logits, and their errors, by T). The control, the same tokens scored under the other checkpoint's
-# adapter, differs by 0.23-0.34 on average: a wrong adapter fails the mean bound 7x over.
-TOL_MAX, TOL_MEAN = 0.15, 0.03
+# bf16 against fp32: vLLM runs the whole model in bf16 (weights, activations, the KV cache), the scorer in
+# fp32. bf16 keeps 8 significant bits (unit roundoff u = 2**-8 = 0.004): each logit z carries an error of a few
+# u times the scale of the logits (|z| up to ~7 here), and a log-prob log_softmax(z / T) moves by about that
+# over T. So on average about 0.01 nats; the errors also compound along the sequence through the bf16 KV cache
+# and the trained adapters' large LoRA deltas, so a rare position moves more. Measured on the demo's policy with
+# the two trained adapters (121 / 115 tokens): T = 1 mean 0.010, p95 < 0.05, max 0.30; T = 0.7 mean 0.0095,
+# max 0.34 (the random tiny model: mean 0.007, max 0.03). Bounds, each over T: mean 0.03, 95th percentile
+# 0.08, max 0.6. What the test must tell apart: the other checkpoint's adapter differs by 2-3 nats on average
+# (asserted > 4x the mean bound); at T = 0.7 (pass@k's temperature) the raw log-probs (before temperature,
+# vLLM's default logprobs_mode) fit the engine's numbers at least 3x worse on average than the processed ones
+# (measured 0.052 against 0.0095: the policy is confident, so the two differ little in absolute terms).
+TOL_MEAN, TOL_P95, TOL_MAX = 0.03, 0.08, 0.6
 SEEDS = [11, 12, 13, 14]
 
 
@@ -76,7 +79,7 @@ def test_processed_logprobs_of_sampled_tokens_match_the_hf_scorer(engine, scorer
 
     ids = prompts(engine.tokenizer)
     spec = SamplingSpec(max_new_tokens=16, temperature=temperature)
-    diffs, control = [], []
+    diffs, raw, control = [], [], []
     for adapter, other in (checkpoints, checkpoints[::-1]):
         comps = _tokens(engine, adapter, ids, spec, SEEDS)
         toks = [c.token_ids for c in comps]
@@ -92,11 +95,20 @@ def test_processed_logprobs_of_sampled_tokens_match_the_hf_scorer(engine, scorer
                 if temperature == 1.0:   # the scorer's own chosen-token log-probs are the same numbers
                     np.testing.assert_allclose(ref, s.logprob, atol=1e-5)
                 sink.extend(np.abs(np.asarray(c.sampler_logprobs) - ref))
-    diffs, control = np.asarray(diffs), np.asarray(control)
-    print(f"\nT={temperature}: |vLLM bf16 - HF fp32| over {diffs.size} tokens: max {diffs.max():.4f}, "
-          f"mean {diffs.mean():.4f}; against the other adapter: mean {control.mean():.3f}")
-    assert diffs.max() <= TOL_MAX / temperature and diffs.mean() <= TOL_MEAN / temperature
+                if sink is diffs:   # the raw log-probs of the same tokens (no temperature)
+                    unscaled = torch.log_softmax(torch.from_numpy(s.logits).double(), dim=-1)
+                    raw.extend(np.abs(np.asarray(c.sampler_logprobs)
+                                      - unscaled[torch.arange(len(t)), torch.tensor(t)].numpy()))
+    diffs, raw, control = np.asarray(diffs), np.asarray(raw), np.asarray(control)
+    p95 = float(np.quantile(diffs, 0.95))
+    print(f"\nT={temperature}: |vLLM bf16 - HF fp32| over {diffs.size} tokens: mean {diffs.mean():.4f}, "
+          f"p95 {p95:.4f}, max {diffs.max():.4f}; against the raw log-probs: mean {raw.mean():.3f}; "
+          f"against the other adapter: mean {control.mean():.3f}")
+    assert diffs.mean() <= TOL_MEAN / temperature and p95 <= TOL_P95 / temperature
+    assert diffs.max() <= TOL_MAX / temperature
     assert control.mean() > 4 * TOL_MEAN / temperature, "the other adapter scores as well: adapters indistinguishable"
+    if temperature != 1.0:
+        assert raw.mean() > 3 * diffs.mean(), "the engine's log-probs fit the raw (unscaled) ones as well"
 
 
 def test_seeded_repeat_is_identical_whatever_the_batch(engine, checkpoints):
