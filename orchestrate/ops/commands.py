@@ -23,7 +23,7 @@ MAX_WORKERS = 8
 # stage's side-by-side runs, orchestrate.units.SLOTS["cpu"]["train"], are the same two).
 TINY_WORKERS = 2
 # Which environment (and container) runs each entry module.
-ENV_OF = {"rcea.prepare": "train", "rcea.warmstart": "train", "train": "train", "train.seeds": "train", "infer": "infer",
+ENV_OF = {"rcea.prepare": "train", "rcea.warmstart_rebuild": "train", "train": "train", "train.seeds": "train", "infer": "infer",
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "aggregate": "aggregate",
           "rcea.publish": "aggregate"}
 # Compose services that run one-off commands per environment (see compose.yaml).
@@ -139,8 +139,8 @@ def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = T
 
 
 def warm_start_command(write: bool = False, steps: int = 0) -> list[str]:
-    """Rebuild the shipped tiny warm start and compare it (rcea.warmstart); --write replaces it."""
-    return local_command("rcea.warmstart", ["--rebuild", *(["--write"] if write else []),
+    """Rebuild the shipped tiny warm start and compare it (rcea.warmstart_rebuild); --write replaces it."""
+    return local_command("rcea.warmstart_rebuild", ["--rebuild", *(["--write"] if write else []),
                                             *(["--steps", str(steps)] if steps else [])])
 
 

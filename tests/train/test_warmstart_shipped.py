@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rcea import warmstart
+from rcea import warmstart, warmstart_rebuild
 from rcea.config import load_config
 from rcea.tiny import ensure_policy, ensure_tiny_model
 
@@ -68,7 +68,7 @@ def test_another_spec_trains_instead_and_a_damaged_file_is_named(monkeypatch, tm
 
 def test_partial_rebuild_reproduces_the_recorded_bytes(tmp_path):
     cfg = load_config("tiny")
-    a, base = warmstart.rebuild(cfg, tmp_path / "a", warmstart.PREFIX_STEPS)
+    a, base = warmstart_rebuild.rebuild(cfg, tmp_path / "a", warmstart.PREFIX_STEPS)
     assert base == RECORD["base_sha256"]
     assert warmstart.sha256(a / "model.safetensors") == RECORD["prefix_sha256"], (
         "the recipe's first steps no longer give the recorded bytes: the warm start changed "
@@ -80,5 +80,5 @@ def test_partial_rebuild_reproduces_the_recorded_bytes(tmp_path):
 
 
 def test_rebuild_cli_refuses_unknown_forms():
-    r = subprocess.run([sys.executable, "-m", "rcea.warmstart"], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "rcea.warmstart_rebuild"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "--rebuild" in r.stderr
