@@ -225,8 +225,13 @@ def record(name: str, command: str | None = None) -> dict:
     rec = {"name": name, "title": preset["title"], "command": command, "order": preset.get("order", 50),
            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(),
            "machine": machine(), "load_before": load_average(), "source": "scripts/measure " + name}
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     rc, wall, lines = run_timed(command, env)
-    rec.update(exit_status=rc, wall_s=round(wall, 1), load_after=load_average())
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rec.update(exit_status=rc, wall_s=round(wall, 1), load_after=load_average(),
+               cpu_s=round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1))
     rec["stages"] = stage_times(lines, wall)
     if name == "tests":
         rec.update(test_areas(lines))
@@ -333,6 +338,9 @@ def render(records: list[dict]) -> str:
         if r.get("wall_s") is not None:
             status = "" if r.get("exit_status", 0) == 0 else f" (exit status {r['exit_status']})"
             L.append(f"- **Took**: {_minutes(r['wall_s'])}{status}")
+        if r.get("cpu_s"):
+            L.append(f"- **CPU time**: {_minutes(r['cpu_s'])} (user + system of every process it ran and waited for: "
+                     "what a loaded machine does not inflate as much as the wall time)")
         L.append("")
         body = {"tests": _tests_body, "seeds": _seeds_body, "verifier": _verifier_body}.get(r["name"], _demo_body if r["name"].startswith("demo")
                                                                  else lambda r: [])(r)
