@@ -44,10 +44,11 @@ QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_
                    "aggregate.bootstrap_resamples=200")
 TINY_TRAIN_JOBS = SLOTS["cpu"]["train"]  # objectives trained side by side on CPU (orchestrate.units.SLOTS)
 
-# Rough share of the tiny study's time per stage (measured on 2 cores: prepare ~110 s, each objective ~50 s
-# with two side by side, the workers ~110 s); the "left" estimate scales them by the pace so far.
-STAGE_WEIGHTS = {"prepare": 110.0, "train": 25.0, "workers": 110.0, "judge": 5.0, "modes": 5.0, "audit": 3.0,
-                 "aggregate": 25.0, "results": 1.0}
+# Rough share of the tiny study's time per stage (seconds of `scripts/measure demo` on 2 cores under load,
+# docs/measurements.md: prepare 16 s with the shipped warm start, each objective ~105 s with two side by side,
+# the two workers ~254 s); the "left" estimate scales them by the pace so far.
+STAGE_WEIGHTS = {"prepare": 16.0, "train": 105.0, "workers": 254.0, "judge": 3.0, "modes": 3.0, "audit": 3.0,
+                 "aggregate": 11.0, "results": 1.0}
 
 
 @dataclass(frozen=True)

@@ -213,10 +213,10 @@ def test_engines_local_and_ray(dry, capsys):
 def test_banner_estimates_the_time_left_from_the_pace_so_far():
     stages = study.study_stages("tiny", ["grpo"])
     assert study.banner(1, stages, 0.0) == f"\n=== [1/8] {stages[0].title}  (+0s)"
-    # prepare (weight 110) took 220 s: the rest (train 25 + workers 110 + ... ) at twice the nominal pace
+    # prepare (weight 16) took 32 s: the rest (train 105 + workers 254 + ... ) at twice the nominal pace
     rest = sum(s.weight for s in stages[1:])
-    assert rest == 174  # train 25 + workers 110 + judge 5 + modes 5 + audit 3 + aggregate 25 + results 1
-    assert study.banner(2, stages, 220.0).endswith("(+3m 40s, ~5m 48s left)")  # rcea.progress's one format
+    assert rest == 380  # train 105 + workers 254 + judge 3 + modes 3 + audit 3 + aggregate 11 + results 1
+    assert study.banner(2, stages, 32.0).endswith("(+32s, ~12m 40s left)")  # rcea.progress's one format
 
 
 def test_study_overrides_reach_every_stage_through_the_environment(dry, monkeypatch, capsys):
