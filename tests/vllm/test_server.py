@@ -9,6 +9,8 @@ before and during a stage, not hours into a study on the GPU host.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from infer.llm import LLMClient, LLMFailure, LLMSettings, Request, preflight
@@ -94,3 +96,19 @@ def test_the_study_preflight_asks_the_running_server(judge_server):
     assert [p.split(":")[0] for p in problems] == ["judge", "codebook"]
     assert f"does not serve '{UNSERVED}'" in problems[0] and "does not serve 'Qwen3.7'" in problems[1]
     assert all("Fix: set" in p for p in problems)
+
+
+def test_the_rehearsals_endpoint_check_reads_a_real_server_as_the_rehearsal_expects(judge_server, monkeypatch,
+                                                                                     capsys):
+    """tests/e2e's ENDPOINT_CHECK (run in an infer-cli container before the Compose rehearsal) against this
+    server: what it prints is what test_rehearsal.py asserts, here without Docker."""
+    from tests.e2e.studies import ENDPOINT_CHECK
+
+    monkeypatch.setenv("RCEA_OVERRIDES", ";".join(judge_server.overrides))
+    exec(compile(ENDPOINT_CHECK, "ENDPOINT_CHECK", "exec"), {})        # the project's own check script
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("ENDPOINTS "))
+    out = json.loads(line.removeprefix("ENDPOINTS "))
+    assert out["listed"] == ["Qwen/Qwen3.5-9B", "Qwen3.7-Flash"]
+    assert out["asked"]["Qwen/Qwen3.5-9B"] == "ok" and out["asked"]["Qwen3.7-Flash"] == "ok"
+    assert out["asked"]["Not/Served"].startswith(
+        f"codebook endpoint {judge_server.base_url} model 'Not/Served': HTTP 404")
