@@ -83,6 +83,7 @@ def run_timed(command: str, env: dict | None = None, log: Path | None = None) ->
     fh = log.open("w") if log else None
     for line in p.stdout:
         sys.stdout.write(line)
+        sys.stdout.flush()  # a piped or logged run shows its progress as it goes
         lines.append((time.monotonic() - t0, line.rstrip("\n")))
         if fh:
             fh.write(f"{lines[-1][0]:9.1f} {line}")
@@ -211,6 +212,22 @@ def record_log(name: str, log: Path, command: str, note: str = "", at_commit: st
     return rec
 
 
+def relative(obj, root: Path = ROOT):
+    """Paths of this machine inside a run's own output, made relative to the project root (a record is
+    committed: it names no machine's folders); other absolute paths become their last two parts."""
+    if isinstance(obj, dict):
+        return {k: relative(v, root) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [relative(v, root) for v in obj]
+    if isinstance(obj, str) and obj.startswith("/"):
+        p = Path(obj)
+        try:
+            return str(p.relative_to(root))
+        except ValueError:
+            return str(Path(*p.parts[-2:]))
+    return obj
+
+
 def record(name: str, command: str | None = None) -> dict:
     """Run a preset (or ``command`` under ``name``), read its numbers, write docs/measurements/<name>.json."""
     preset = PRESETS.get(name, {"title": name})
@@ -240,7 +257,7 @@ def record(name: str, command: str | None = None) -> dict:
         rec["results"] = demo_results(json.loads(summary.read_text()))
     if name == "seeds":
         found = sorted(layout.results_dir("tiny", root=data).glob("seeds-*.json"))
-        rec["seeds"] = [json.loads(p.read_text()) for p in found]
+        rec["seeds"] = [relative(json.loads(p.read_text())) for p in found]
     if name == "verifier":
         rec["agreement"] = [{"verifier": m["who"], "agree": int(m["agree"]), "cases": int(m["n"]),
                              "percent": float(m["pct"]), "unboxed_accepted": int(m["unboxed"])}

@@ -75,3 +75,24 @@ def test_unknown_measurement_is_one_line_and_exit_2(capsys):
     assert ms.main(["nonsense"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "demo" in err and "render" in err
+
+
+def _strings(obj):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
+    elif isinstance(obj, str):
+        yield obj
+
+
+def test_records_name_no_folder_of_a_machine():
+    """A record is committed: a run's own output (seeds-*.json names its policy folder) is made relative."""
+    for f in sorted(ms.RECORDS.glob("*.json")):
+        absolute = [s for s in _strings(json.loads(f.read_text())) if s.startswith("/")]
+        assert not absolute, f"{f.name}: {absolute}"
+    root = ms.ROOT
+    assert ms.relative({"policy": str(root / "data" / "models" / "m"), "k": 8, "x": ["/elsewhere/a/b"]}) == \
+        {"policy": "data/models/m", "k": 8, "x": ["a/b"]}
