@@ -345,7 +345,8 @@ def render(records: list[dict]) -> str:
          "is `scripts/measure <name>` are written by that command from the run's own output (`scripts/measure",
          "render` rewrites this page from [`docs/measurements/`](measurements/); a test keeps it current); the",
          "others record a run's output as it was reported at the time, with its command to repeat it.",
-         "Times on a shared machine depend on its load, which each entry gives.", ""]
+         "Times on a shared machine depend on its load, which each entry gives. The Docker engine's set-up and",
+         "the image builds (times and sizes, cold and warm) are measured in [images.md](images.md#measured).", ""]
     for r in sorted(records, key=lambda r: (r.get("order", 50), r["name"])):
         L += [f"## {r['title']}", ""]
         L.append(f"- **Command**: `{r['command']}`")
