@@ -119,6 +119,19 @@ def problem(ep: Endpoint, study_judge: tuple[str, list[str]] | None = None, time
     return None
 
 
+def stand_ins(cfg) -> list[str]:
+    """Warnings (one line each) for an endpoint configured to answer under another model's name: the codebook
+    sent to the judge's endpoint is answered by the judge's weights under codebook.model's name, so the
+    codebook labels and manifests name a model that did not run. Allowed (a rehearsal, a user without a
+    remote API), but said."""
+    cb, judge = cfg["codebook.base_url"], cfg["judge.base_url"]
+    if labeller(cfg) == "llm" and cb and cb.rstrip("/") == judge.rstrip("/") and cfg["codebook.model"] != cfg["judge.model"]:
+        return [f"codebook: {cb} is the judge's endpoint, so {cfg['codebook.model']!r} is answered by the judge's "
+                f"weights ({cfg['judge.model']!r}), a stand-in: set codebook.base_url to a server that runs "
+                f"{cfg['codebook.model']!r} for the paper's codebook"]
+    return []
+
+
 def study_judge(cfg, scale: str) -> tuple[str, list[str]] | None:
     """(base_url, served names) of the judge server a study at `scale` starts itself (3b/7b), None at tiny."""
     return None if scale == "tiny" else (cfg["judge.base_url"], judge_served_names(cfg))

@@ -121,9 +121,12 @@ def check_endpoints(scale: str, dry: bool = False) -> None:
     if dry:
         return
     from rcea.config import load_config
-    from rcea.endpoints import preflight
+    from rcea.endpoints import preflight, stand_ins
 
-    problems = preflight(load_config(scale))
+    cfg = load_config(scale)
+    for line in stand_ins(cfg):
+        print(f"study: warning: {line}", flush=True)
+    problems = preflight(cfg)
     if problems:
         raise Exit("study: an LLM endpoint does not serve its configured model (checked before any GPU work):\n  "
                    + "\n  ".join(problems), code=2)

@@ -12,7 +12,7 @@ from invoke.exceptions import Exit
 
 import tasks
 from rcea.config import load_config
-from rcea.endpoints import Endpoint, endpoints, judge_served_names, preflight, problem, study_judge
+from rcea.endpoints import Endpoint, endpoints, judge_served_names, preflight, problem, stand_ins, study_judge
 from orchestrate.ops import doctor
 from orchestrate.ops import study as st
 from tests.infer.scripted_server import ScriptedServer
@@ -44,6 +44,19 @@ def test_an_endpoint_on_the_judge_server_the_study_starts_is_checked_by_name_wit
     tiny = preflight(_cfg("tiny", judge__labeller="llm", judge__base_url="http://127.0.0.1:9/v1",
                           codebook__base_url="http://127.0.0.1:9/v1"), timeout_s=2)
     assert len(tiny) == 2 and all("cannot be reached" in p for p in tiny)
+
+
+def test_the_codebook_on_the_judges_endpoint_is_said_to_be_a_stand_in(monkeypatch, capsys):
+    """Pointing the codebook at the judge works (the judge's weights answer under codebook.model's name), but
+    the labels then name a model that never ran: the study says so before it starts."""
+    on_judge = _cfg(codebook__base_url="http://judge:8000/v1/")
+    assert stand_ins(_cfg(codebook__base_url="https://api.example/v1")) == []
+    assert stand_ins(_cfg("tiny", codebook__base_url="http://judge:8000/v1")) == []   # rules label the toy world
+    [line] = stand_ins(on_judge)
+    assert "'Qwen3.7-Flash' is answered by the judge's weights ('Qwen/Qwen3.5-9B')" in line
+    monkeypatch.setattr("rcea.config.load_config", lambda scale: on_judge)
+    st.check_endpoints("3b")
+    assert "study: warning: codebook: http://judge:8000/v1/ is the judge's endpoint" in capsys.readouterr().out
 
 
 def test_a_remote_endpoint_is_asked_for_its_models():
