@@ -37,7 +37,14 @@ def random_model(shape: str, dtype=None, device: str = "cpu", layers: int | None
     torch.manual_seed(seed)
     with torch.device(device):
         model = Qwen2ForCausalLM(qwen2_config(shape, layers))
-    return model.to(dtype or torch.float32).eval()
+    # RoPE frequencies stay fp32, as in a model loaded with from_pretrained(dtype=bf16) and in vLLM: cast to
+    # bf16 they are off by up to 2^-8, which turns into radians of rotation error 2,000 positions in
+    inv_freq = {n: b.clone() for n, b in model.named_buffers() if n.endswith("inv_freq")}
+    model = model.to(dtype or torch.float32)
+    for name, b in inv_freq.items():
+        owner, _, leaf = name.rpartition(".")
+        model.get_submodule(owner)._buffers[leaf] = b
+    return model.eval()
 
 
 def lora_params(shape: str, rank: int, layers: int | None = None) -> int:
@@ -91,10 +98,12 @@ def report(results: list[dict]) -> bool:
     return all(r.get("ok", True) for r in results)
 
 
-def run_part(module: str, args: list[str], dispatch) -> dict:
+def run_part(module: str, args: list[str], dispatch, timeout: float | None = None) -> dict:
     """One check: on CPU in this process (faster; no GPU memory to isolate), on a GPU in a fresh
-    `python -m <module> --_part ...` process so its peak memory is its own. A crash becomes a FAIL line
-    with the end of its error output, and the other checks still run."""
+    `python -m <module> --_part ...` process so its peak memory is its own. A crash, or a child still running
+    after `timeout` seconds, becomes a FAIL line with the end of its error output, and the other checks still
+    run. The child's result is the last line of its standard output that parses as a JSON object (engines
+    may log to standard output too)."""
     import json
     import subprocess
     import sys
@@ -104,7 +113,20 @@ def run_part(module: str, args: list[str], dispatch) -> dict:
             return dispatch(args)
         except Exception as exc:  # noqa: BLE001 - reported as a FAIL line
             return {"check": args[0], "ok": False, "detail": f"crashed: {type(exc).__name__}: {exc}"}
-    out = subprocess.run([sys.executable, "-m", module, "--_part", *args], capture_output=True, text=True)
+    try:
+        out = subprocess.run([sys.executable, "-m", module, "--_part", *args], capture_output=True, text=True,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        return {"check": args[0], "ok": False, "detail": f"still running after {timeout:.0f} s, stopped: "
+                                                         + err.strip()[-1000:]}
     if out.returncode != 0:
         return {"check": args[0], "ok": False, "detail": "crashed: " + out.stderr.strip()[-1500:]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    for line in reversed(out.stdout.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return {"check": args[0], "ok": False, "detail": "no result line in its output: " + out.stdout.strip()[-500:]}

@@ -1,18 +1,39 @@
-"""Device check of the training role: one training step at the real shapes, one PASS/FAIL line each.
+"""Device check of the training role: a few real GRPO steps per scale, as a study runs them; PASS/FAIL per check.
 
-    python -m train.gpu_check                 # GPU host: Qwen2.5-3B and 7B shapes, bf16
-    python -m train.gpu_check --cpu           # tiny shape on CPU, fp32 (what CI runs)
+    python -m train.gpu_check                 # GPU host, in the train image: Qwen2.5-3B and 7B shapes
+    python -m train.gpu_check --cpu           # the tiny shape on CPU, TRL without vLLM (what CI runs)
 
-Needs only torch, Transformers and PEFT (bitsandbytes if installed; TRL and vLLM are not used), no
-network and no weights: random-initialised models of the real shapes (rcea/device_check.py). For each
-shape, in its own process: a rank-32 LoRA (alpha 64) on every projection, gradient checkpointing, and
-one optimizer step of a token-level policy-gradient loss over `--rows` sequences of 204 prompt + 2,048
-completion tokens (the scale's micro-batch: 16 rows at 3B, 8 at 7B), with 8-bit AdamW from bitsandbytes
-when it is importable (else torch AdamW, and the line says so). Checks: the trainable parameter count
-equals r x (in + out) summed over every adapted matrix (by hand, rcea.device_check.lora_params), the loss
-is finite, only LoRA weights moved, and peak memory stays under 90% of the GPU; step time, tokens per
-second and peak memory are printed. Log-probs are computed one row at a time from the hidden states (as
-TRL does), so the (rows x T x V) logits never exist at once.
+For each scale, in its own process: a random-initialised Qwen2 of the scale's shape (rcea/device_check.py;
+no weights download, no network) and a word-level tokenizer covering its whole vocabulary are written to a
+temporary folder (`--workdir`; about 6 GB at 3B, 15 GB at 7B, removed afterwards), and `--steps` optimizer
+steps run through the study's own pieces: the scale's configuration (configs/scales), train.run's
+GRPOConfig and LoRA config, and ObjectiveGRPOTrainer with the grpo objective, so TRL 0.29.0's GRPOTrainer
+generates with colocated vLLM exactly as a study does (same memory fraction, context, sampling; sleep mode
+as the scale sets it: off at 3B, on at 7B, with train/vllm_sync.py). What the check changes, to fit its
+time budget: one micro-batch per step (train.grad_accum = 1: 16 sequences at 3B, 8 at 7B, the scale's
+micro-batch, so the training pass has the study's memory shape), a fresh rollout every step
+(train.num_iterations = 1, so the second rollout is the first one after a weight update), no warm-up, and
+a large learning rate (`--lr`) so that one update moves a random model by more than bf16 noise. Prompts are
+`data.max_prompt_tokens` long; a random model almost never samples EOS, so completions run to
+`train.max_completion_tokens` (2,048; `--completion` shortens them): the worst case for time and memory.
+The reward is the smoke-test one (train.run.synthetic).
+
+Checks, one line each per scale:
+  grpo-steps       every step ran and its loss is finite; the LoRA parameter count equals the hand count;
+                   seconds per step (the check's own probe passes excluded) and the set-up time;
+  memory           peak GPU memory in use (the whole device, vLLM's pool included, sampled every 0.1 s, and
+                   PyTorch's own peak) below 95% of this GPU's; the line gives it against this GPU and an
+                   80 GB H100 (what the scales' vLLM fractions are sized for);
+  rollout-weights  after the update vLLM samples from the policy being trained: the sampler-vs-policy gap
+                   the trainer logs at every step (sampling/sampling_logp_difference/mean) stays near its
+                   value before any update, while the policy has moved from the base weights by `moved`
+                   (mean |log p_policy - log p_base| on the rollout's tokens). Rollouts from stale weights
+                   (TRL 0.29.0 in sleep mode without train/vllm_sync.py) show a gap of about `moved`.
+                   FAIL too when the update is too small to tell the two apart.
+On CPU (`--cpu`) the same code runs the tiny shape with TRL's own generation (the vLLM 0.11 wheel needs a
+GPU): rollout-weights then checks that one update moved the policy measurably and says that the sampler gap
+was not measured; memory reports the peak resident memory. The sampler-gap verdict on the GPU code path is
+tested on CPU with a recording stand-in for the vLLM engine (tests/train/test_gpu_check.py).
 """
 
 from __future__ import annotations
@@ -21,115 +42,337 @@ import json
 import sys
 import time
 
-ROWS = {"3b": 16, "7b": 8, "tiny": 4}
-PROMPT, COMPLETION = 204, 2048
+GPU_SCALES = ("3b", "7b")  # scale = shape of rcea.device_check.SHAPES
+CPU = {"scale": "tiny", "shape": "tiny", "prompt": 16, "completion": 16}
+CHECK_OVERRIDES = ["train.num_iterations=1", "train.warmup_ratio=0.0", "train.report_to='none'",
+                   "train.save_steps=100000", "train.logging_steps=1"]
+GPU_OVERRIDES = ["train.grad_accum=1"]  # one micro-batch per step: the study's per-step memory, a quarter of its time
+SPECIAL = ["<pad>", "<unk>", "<|im_end|>", "<|im_start|>"]  # ids 0, 1, 2 = pad, bos, eos of qwen2_config
+TEMPLATE = ("{% for m in messages %}<|im_start|> {{ m['content'] }} <|im_end|> {% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>{% endif %}")
+MIN_MOVE = 1e-3  # nats: a smaller mean change of log p cannot be told from bf16 noise
 
 
-def row_logprobs(hidden, head, targets):
-    """(T,) log-prob of `targets` (T,) from hidden states (T, H) through `head`, in fp32."""
+class CheckError(RuntimeError):
+    """The check cannot run here; the message names the fix."""
+
+
+def word_tokenizer(vocab_size: int):
+    """A tokenizer with one word per id (w4 ... w<V-1>) over the model's whole vocabulary, and a chat template:
+    whatever id a random model samples decodes, and a prompt of n words is n tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIAL + [f"w{i}" for i in range(len(SPECIAL), vocab_size)])}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>", eos_token="<|im_end|>",
+                                   additional_special_tokens=["<|im_start|>"], chat_template=TEMPLATE,
+                                   padding_side="left", model_input_names=["input_ids", "attention_mask"])
+
+
+def prompts(n: int, words: int, vocab_size: int, seed: int = 0):
+    """n chat prompts of `words` random words each (one token per word; the template adds 3)."""
+    import random
+
+    import datasets
+
+    rng = random.Random(seed)
+    rows = [{"prompt": [{"role": "user", "content": " ".join(f"w{rng.randrange(len(SPECIAL), vocab_size)}"
+                                                              for _ in range(words))}], "answer": "0"}
+            for _ in range(n)]
+    return datasets.Dataset.from_list(rows)
+
+
+def check_saved_tokenizer(folder, rows) -> None:
+    """The engine loads the tokenizer from `folder` with AutoTokenizer: it must give the same ids (a
+    Transformers that maps model_type qwen2 to its own tokenizer class would drop every word)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    text = tok.apply_chat_template(rows[0]["prompt"], add_generation_prompt=True, tokenize=False)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    words = len(rows[0]["prompt"][0]["content"].split())
+    if len(ids) != words + 3 or tok.unk_token_id in ids:
+        raise CheckError(f"the saved tokenizer reloads as {type(tok).__name__} and turns a {words}-word prompt into "
+                         f"{len(ids)} ids; run the check in the train image (Transformers 4.57)")
+
+
+def weights_verdict(gap_before: float, gap_after: float, moved: float) -> tuple[bool, str]:
+    """Did the rollout after the update come from the updated policy? A stale engine samples from weights
+    `moved` away from the policy, so its gap grows by about `moved`; a fresh one keeps the gap it had."""
+    if not moved > max(2 * gap_before, MIN_MOVE):
+        return False, (f"the update moved the policy by {moved:.4f} nats, too little against the sampler's noise "
+                       f"{gap_before:.4f} to tell stale weights from fresh: raise --lr")
+    ok = gap_after <= gap_before + 0.5 * moved
+    return ok, (f"sampler-vs-policy gap {gap_before:.4f} before any update, {gap_after:.4f} after it, while the "
+                f"policy moved {moved:.4f} from the base" + ("" if ok else ": vLLM SAMPLES FROM STALE WEIGHTS"))
+
+
+class _MemoryWatch:
+    """Peak device memory in use (total - free: every process and pool) sampled in a thread; CPU: peak RSS."""
+
+    def __init__(self, device: str):
+        import threading
+
+        self.gpu, self.peak, self._stop = device.startswith("cuda"), 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True) if self.gpu else None
+
+    def _sample(self):
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        self.peak = max(self.peak, (total - free) / 2**30)
+
+    def _run(self):
+        while not self._stop.wait(0.1):
+            self._sample()
+
+    def __enter__(self):
+        if self._thread:
+            self._sample()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread:
+            self._stop.set()
+            self._thread.join()
+        else:
+            import resource
+
+            self.peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+
+
+def check_config(scale: str, steps: int, lr: float, completion: int, gpu: bool, overrides=()):
+    """The scale's study configuration with the check's changes; TrainSetupError names a bad value."""
+    from rcea.config import load_config
+    from train.run import colocated_vllm
+
+    over = list(CHECK_OVERRIDES) + (GPU_OVERRIDES if gpu else []) + [f"train.max_steps={steps}",
+                                                                     f"train.learning_rate={lr}"]
+    if completion:
+        over.append(f"train.max_completion_tokens={completion}")
+    cfg = load_config(scale, "grpo", over + list(overrides))
+    if cfg["train.use_vllm"]:
+        colocated_vllm(cfg)  # the engine's context must hold a prompt and its completion
+    return cfg
+
+
+def _build_model(shape: str, dtype, device: str):
+    """A random model of `shape` built in `dtype` directly (a 7B built in fp32 first would leave 30 GB of cached
+    blocks behind, which vLLM's start-up would count as taken)."""
     import torch
 
-    logits = head(hidden).float()                                  # (T, V) for one row only
-    return torch.log_softmax(logits, -1).gather(-1, targets[:, None]).squeeze(-1)
+    from rcea.device_check import random_model
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        return random_model(shape, dtype, device)
+    finally:
+        torch.set_default_dtype(before)
 
 
-def optimizer_for(params, lr: float, device: str):
-    """8-bit AdamW (bitsandbytes) on a GPU when importable, else torch AdamW; returns (optimizer, name)."""
+def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int = 0, completion_tokens: int = 0,
+              overrides: tuple[str, ...] = (), workdir: str | None = None) -> dict:
+    """Run the steps of one scale; returns {"checks": [...], "sampler": ...}."""
+    import tempfile
+    from pathlib import Path
+
     import torch
+    from transformers import TrainerCallback
 
-    if device.startswith("cuda"):
-        try:
-            import bitsandbytes as bnb
+    from rcea.device_check import LORA_TARGETS, lora_params
+    from train.monitor import GAP_MEAN
+    from train.objectives import settings_for
+    from train.progress import quiet_trainer
+    from train.run import grpo_config, lora_config, synthetic
+    from train.trainer import ObjectiveGRPOTrainer
 
-            return bnb.optim.AdamW8bit(params, lr=lr), "bitsandbytes AdamW8bit"
-        except ImportError:
-            return torch.optim.AdamW(params, lr=lr), "torch AdamW (bitsandbytes not importable: 8-bit AdamW NOT checked)"
-    return torch.optim.AdamW(params, lr=lr), "torch AdamW (CPU)"
+    gpu = device.startswith("cuda")
+    if not gpu:
+        from rcea.seeds import limit_cpu_threads
+
+        limit_cpu_threads()  # as training on CPU does: one thread for the tiny model on shared cores
+    shape = scale if gpu else CPU["shape"]
+    cfg = check_config(scale, steps, lr, completion_tokens, gpu, overrides)
+    prompt_tokens = prompt_tokens or cfg["data.max_prompt_tokens"]
+    t = cfg.section("train")
+    rollouts: list[dict] = []
+    step_s: list[float] = []
+    probe_s = [0.0]
+
+    def sync():
+        if gpu:
+            torch.cuda.synchronize()
+
+    class Probe(ObjectiveGRPOTrainer):
+        """Per training rollout: how far the policy is from the base weights on the rollout's tokens."""
+
+        def _add_objective_inputs(self, out, inputs):
+            if self.model.training:
+                sync()
+                t0 = time.perf_counter()
+                ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+                attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+                keep, bs = out["completion_ids"].size(1), self.args.per_device_train_batch_size
+                with torch.no_grad():
+                    policy, _ = self._get_per_token_logps_and_entropies(self.model, ids, attn, keep, bs)
+                base = self._rollout_forward(out, with_ref=True, with_entropy=False)["ref_logp"]
+                mask = out["completion_mask"].float()
+                moved = float(((policy - base).abs() * mask).sum() / mask.sum().clamp(min=1))
+                rollouts.append({"step": self.state.global_step, "moved": moved})
+                sync()
+                probe_s[0] += time.perf_counter() - t0
+            return super()._add_objective_inputs(out, inputs)
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            sync()
+            self.t0, probe_s[0] = time.perf_counter(), 0.0
+
+        def on_step_end(self, args, state, control, **kw):
+            sync()
+            step_s.append(time.perf_counter() - self.t0 - probe_s[0])
+
+    t_setup = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="rcea-train-check-", dir=workdir) as tmp, _MemoryWatch(device) as mem:
+        model = _build_model(shape, torch.bfloat16 if t["precision"] == "bf16" else torch.float32, device)
+        tokenizer = word_tokenizer(model.config.vocab_size)
+        per_rollout = t["per_device_batch"] * t["grad_accum"] // t["num_generations"]
+        dataset = prompts(per_rollout * (steps + 1), prompt_tokens - 3, model.config.vocab_size)
+        model.save_pretrained(tmp)  # the colocated engine loads from this folder (model.name_or_path)
+        tokenizer.save_pretrained(tmp)
+        check_saved_tokenizer(tmp, dataset)
+        model.config._name_or_path = model.name_or_path = tmp
+        trainer = Probe(model=model, reward_funcs=[synthetic], args=grpo_config(cfg, Path(tmp) / "out"),
+                        train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(cfg),
+                        callbacks=[Clock()], objective="grpo", objective_settings=settings_for(cfg))
+        quiet_trainer(trainer)
+        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        setup_s = time.perf_counter() - t_setup
+        history = trainer.train()
+        logs = trainer.state.log_history
+        torch_peak = torch.cuda.max_memory_reserved() / 2**30 if gpu else 0.0
+    losses = [r["loss"] for r in logs if "loss" in r]
+    gaps = {r["step"]: r[GAP_MEAN] for r in logs if GAP_MEAN in r}
+    total = torch.cuda.get_device_properties(0).total_memory / 2**30 if gpu else None
+    want = lora_params(shape, t["lora_rank"]) if sorted(t["lora_targets"]) == sorted(LORA_TARGETS) else None
+    lora = (want is None or trainable == want,
+            f"trainable {trainable:,}" + (f" (by hand {want:,})" if want is not None else ""))
+    sampler = ("vLLM colocated" + (", sleep mode" if t["vllm_enable_sleep_mode"] else "")) if t["use_vllm"] \
+        else "TRL generate"
+    timing = {"setup_s": setup_s, "step_s": step_s, "train_runtime": history.metrics.get("train_runtime")}
+    return {"checks": verdicts(scale, steps, losses, timing, max(mem.peak, torch_peak), total, rollouts, gaps,
+                               lora, t["use_vllm"]), "sampler": sampler}
 
 
-def part_step(shape: str, device: str, rows: int, prompt: int, completion: int) -> dict:
-    import torch
-    from peft import LoraConfig, get_peft_model
+def verdicts(scale, steps, losses, timing, peak, total, rollouts, gaps, lora, vllm) -> list[dict]:
+    """The three check lines of one scale from what the run measured."""
+    import math
 
-    from rcea.device_check import LORA_TARGETS, lora_params, random_model
-
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    base = random_model(shape, dtype, device)
-    base.config.use_cache = False
-    base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model = get_peft_model(base, LoraConfig(r=32, lora_alpha=64, lora_dropout=0.0, target_modules=LORA_TARGETS,
-                                            task_type="CAUSAL_LM"))
-    model.train()
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    n_trainable = sum(p.numel() for p in trainable)
-    frozen_before = model.get_output_embeddings().weight.detach().float().sum().item()
-    lora_before = [p.detach().clone() for p in trainable[:4]]
-    opt, opt_name = optimizer_for(trainable, 1e-4, device)
-    V = base.config.vocab_size
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(3, V, (rows, prompt + completion), generator=g).to(device)
-    adv = torch.randn(rows, generator=g).to(device)                 # one advantage per sequence
-
-    def step() -> float:
-        hidden = model.base_model.model.model(input_ids=ids).last_hidden_state   # (rows, L, H)
-        head = model.get_output_embeddings()
-        total = 0.0
-        for b in range(rows):   # one row of logits at a time; backward through each row's graph at the end
-            lp = row_logprobs(hidden[b, prompt - 1:-1], head, ids[b, prompt:])
-            total = total + (-(adv[b] * lp).mean() / rows)
-        total.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return float(total.detach())
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    loss = step()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    dt = time.perf_counter() - t0
-    peak = total = None
-    if device.startswith("cuda"):
-        peak, total = torch.cuda.max_memory_allocated() / 2**30, torch.cuda.get_device_properties(0).total_memory / 2**30
-    moved = any(not torch.equal(a, b.detach()) for a, b in zip(lora_before, trainable[:4]))
-    frozen_same = model.get_output_embeddings().weight.detach().float().sum().item() == frozen_before
-    want = lora_params(shape, 32)
-    ok = n_trainable == want and moved and frozen_same and loss == loss and abs(loss) < float("inf") \
-        and (peak is None or peak < 0.9 * total)
-    tokens = rows * (prompt + completion)
-    return {"check": f"train-step-{shape}", "ok": bool(ok), "seconds": dt, "peak_gib": peak,
-            "trainable": n_trainable, "expected_trainable": want, "optimizer": opt_name,
-            "detail": f"{rows} x {prompt}+{completion} tokens, LoRA r32: {dt:.1f} s/step "
-                      f"({tokens / dt:,.0f} tokens/s)" + (f", peak {peak:.1f} of {total:.0f} GiB" if peak else "")
-                      + f"; trainable {n_trainable:,} (by hand {want:,}); LoRA moved {moved}, base frozen "
-                      f"{frozen_same}; loss {loss:.4f}; {opt_name}"}
+    step_s = timing["step_s"]
+    finite = len(losses) == steps and all(math.isfinite(x) for x in losses)
+    out = [{"check": f"grpo-steps-{scale}", "ok": finite and len(step_s) == steps and lora[0],
+            "detail": f"{len(step_s)} of {steps} steps, s/step " + ", ".join(f"{s:.1f}" for s in step_s)
+                      + f" (set-up {timing['setup_s']:.0f} s); losses {', '.join(f'{x:.4g}' for x in losses)};"
+                      f" LoRA {lora[1]}"}]
+    if total is not None:
+        out.append({"check": f"memory-{scale}", "ok": peak < 0.95 * total,
+                    "detail": f"peak {peak:.1f} GiB in use of this GPU's {total:.0f} GiB ({100 * peak / total:.0f}%;"
+                              f" {100 * peak / (80e9 / 2**30):.0f}% of an 80 GB H100)"})
+    else:
+        out.append({"check": f"memory-{scale}", "ok": True, "detail": f"peak resident memory {peak:.2f} GiB (CPU)"})
+    name = f"rollout-weights-{scale}"
+    after = [r for r in rollouts if r["step"] >= 1]
+    if not after:
+        out.append({"check": name, "ok": False, "detail": f"{len(rollouts)} rollouts recorded, none after a weight "
+                                                           "update (run --steps 2 or more)"})
+    elif not vllm:
+        moved = after[0]["moved"]
+        out.append({"check": name, "ok": moved > MIN_MOVE,
+                    "detail": f"policy moved {moved:.4f} nats from the base after one update" + (
+                        "; the sampler gap needs vLLM (GPU): not measured here" if moved > MIN_MOVE
+                        else ": too little to tell stale rollouts from fresh; raise --lr")})
+    elif 1 not in gaps or 2 not in gaps:
+        out.append({"check": name, "ok": False, "detail": f"the training log lacks the sampler gap at steps 1 and 2 "
+                                                           f"(logged at {sorted(gaps)}): stale rollouts would not show"})
+    else:  # log step 1 = the rollout before any update, log step 2 = the first one after it
+        ok, detail = weights_verdict(gaps[1], gaps[2], after[0]["moved"])
+        out.append({"check": name, "ok": ok, "detail": detail})
+    return out
 
 
 def dispatch(args: list[str]) -> dict:
-    shape, device, *sizes = args
-    return part_step(shape, device, *map(int, sizes))
+    scale, device, steps, lr, prompt, completion, workdir = args
+    return part_grpo(scale, device, int(steps), float(lr), int(prompt), int(completion),
+                     workdir=None if workdir == "-" else workdir)
+
+
+def _gpu_stack_missing() -> list[str]:
+    import importlib.util
+
+    return [m for m in ("vllm", "bitsandbytes") if importlib.util.find_spec(m) is None]
 
 
 def main(argv=None) -> int:
     from rcea.device_check import check_parser, finish, gpu_present, run_part
+    from train.run import TrainSetupError
 
-    p = check_parser("train.gpu_check", __doc__, "real shapes (3b, 7b)")
-    p.add_argument("--rows", type=int, default=0, help="sequences per step (0: the scale's micro-batch)")
+    p = check_parser("train.gpu_check", __doc__, f"scales to run, comma-separated (of {', '.join(GPU_SCALES)})")
+    p.add_argument("--steps", type=int, default=2, help="optimizer steps per scale (at least 2: one after an update)")
+    p.add_argument("--lr", type=float, default=1e-2,
+                   help="learning rate of the check (large, so one update moves a random model measurably)")
+    p.add_argument("--completion", type=int, default=0,
+                   help="completion tokens (0: the scale's train.max_completion_tokens, 2,048); fewer runs faster "
+                        "but measures the memory of shorter sequences than a study's")
+    p.add_argument("--timeout", type=int, default=600, help="seconds one scale may take before it FAILs")
+    p.add_argument("--workdir", default=None,
+                   help="folder for the temporary model (needs 15 GB free at 7B; default: the system's temp folder)")
     a = p.parse_args(argv)
     if a._part:
         print(json.dumps(dispatch(a._part)))
         return 0
+    scales = [CPU["scale"]] if a.cpu else [s.strip() for s in a.shapes.split(",") if s.strip()]
+    bad = [s for s in scales if s not in GPU_SCALES + (CPU["scale"],) or (s == CPU["scale"] and not a.cpu)]
+    if bad or not scales:
+        p.error(f"--shapes {a.shapes!r}: unknown scale {', '.join(bad) or '(none)'}; use some of "
+                f"{','.join(GPU_SCALES)} (or --cpu for the tiny shape)")
+    if a.steps < 2:
+        p.error(f"--steps {a.steps}: the check needs at least 2 steps (the second rollout follows the first update)")
+    if not a.lr > 0:
+        p.error(f"--lr {a.lr}: the learning rate must be positive (default 1e-2)")
+    if a.completion < 0 or a.timeout <= 0:
+        p.error("--completion must be 0 (the scale's) or more, --timeout positive")
+    completion = a.completion or (CPU["completion"] if a.cpu else 0)
+    for s in scales:
+        try:
+            check_config(s, a.steps, a.lr, completion, gpu=not a.cpu)
+        except (TrainSetupError, ValueError) as exc:
+            p.error(f"scale {s}: {exc}")
     if a.cpu:
-        device, shapes, sizes = "cpu", ["tiny"], [16, 64]
-    elif gpu_present():
-        device, shapes, sizes = "cuda", a.shapes.split(","), [PROMPT, COMPLETION]
-    else:
+        device, prompt = "cpu", CPU["prompt"]
+    elif not gpu_present():
         return 2
+    else:
+        missing = _gpu_stack_missing()
+        if missing:
+            print(f"train.gpu_check needs {' and '.join(missing)} (the train image): run "
+                  "`docker compose run --rm train python -m train.gpu_check`")
+            return 2
+        device, prompt = "cuda", 0
     t0 = time.perf_counter()
-    results = [run_part("train.gpu_check", [s, device, str(a.rows or ROWS[s]), *map(str, sizes)], dispatch)
-               for s in shapes]
+    results = []
+    for s in scales:
+        args = [s, device, str(a.steps), str(a.lr), str(prompt), str(completion), a.workdir or "-"]
+        r = run_part("train.gpu_check", args, dispatch, timeout=a.timeout)
+        if "checks" in r:
+            print(f"{s}: sampler {r['sampler']}")
+            results.extend(r["checks"])
+        else:  # the scale's process crashed or timed out: one FAIL line for it
+            results.append({**r, "check": f"grpo-steps-{s}"})
+        sys.stdout.flush()
     return finish(results, t0)
 
 

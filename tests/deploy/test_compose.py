@@ -191,6 +191,15 @@ def test_the_infer_device_check_has_a_gpu(services):
     assert not gpu_requests(services["infer-cli"])  # why README runs the check in infer-gpu-check
 
 
+def test_the_readme_runs_the_train_device_check_in_a_service_of_the_train_image_with_one_gpu(services):
+    """README's `docker compose run --rm <service> python -m train.gpu_check` names a service that reserves a GPU
+    and runs the train image (vLLM 0.11, TRL 0.29.0, bitsandbytes: what the check drives)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (name,) = re.findall(r"^docker compose run --rm (\S+) python -m train\.gpu_check\b", readme, re.M)
+    (req,) = gpu_requests(services[name])
+    assert req["device_ids"] == ["${TRAIN_GPU:-0}"] and services[name]["image"].startswith("rcea/train:")
+
+
 def test_both_llm_keys_pass_into_infer_cli(services):
     """The judge and codebook clients run in infer-cli; each key passes through from the host."""
     env = services["infer-cli"]["environment"]

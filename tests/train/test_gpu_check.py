@@ -1,33 +1,149 @@
-"""train.gpu_check: one LoRA training step at the tiny shape on CPU (its GPU twin runs the real shapes)."""
+"""train.gpu_check: real GRPO steps through ObjectiveGRPOTrainer on the tiny shape on CPU (its GPU twin runs the
+3B and 7B shapes with colocated vLLM), its rollout-weights verdict on the GPU code path driven by a recording
+stand-in for the vLLM engine, its verdict arithmetic by hand, and its refusals."""
 
-from rcea.device_check import SHAPES, lora_params
+import re
+
+import pytest
+import torch
+
+from rcea.device_check import SHAPES, lora_params, run_part
+from tests.train.vllm_standin import install
 from train import gpu_check
 
+SMALL = ("train.per_device_batch=16",)  # 2 prompts x 8: the stand-in engine samples one token per forward
+SLEEP = SMALL + ("train.use_vllm=true", "train.vllm_enable_sleep_mode=true")
 
-def test_cpu_step_passes(capsys):
+
+def lines(out: str) -> dict[str, str]:
+    """check name -> its PASS/FAIL verdict; each check printed exactly once."""
+    found = re.findall(r"^(PASS|FAIL) (\S+): ", out, re.M)
+    names = [n for _, n in found]
+    assert len(names) == len(set(names)), out
+    return {n: v for v, n in found}
+
+
+def test_cpu_check_runs_grpo_steps(capsys):
     assert gpu_check.main(["--cpu"]) == 0
     out = capsys.readouterr().out
-    assert "PASS train-step-tiny" in out and "by hand 65,536" in out and "GPU CHECK PASSED" in out
+    # tiny shape: 2 layers, hidden 64, MLP 128, kv width 2 x 16 = 32; the tiny scale's rank 8
+    per_layer = (64 + 64) + 2 * (64 + 32) + (64 + 64) + 2 * (64 + 128) + (128 + 64)
+    assert lora_params("tiny", 8) == 8 * per_layer * 2 == 16_384
+    assert lines(out) == {"grpo-steps-tiny": "PASS", "memory-tiny": "PASS", "rollout-weights-tiny": "PASS"}, out
+    assert "2 of 2 steps" in out and "trainable 16,384 (by hand 16,384)" in out and "sampler TRL generate" in out
+    assert "the sampler gap needs vLLM (GPU): not measured here" in out
+    assert re.search(r"^GPU CHECK PASSED \(\d+ s\)$", out, re.M) and "{'loss'" not in out  # no raw Trainer dicts
 
 
 def test_lora_parameter_count_by_hand():
-    # Qwen2.5-3B: h 2048, MLP 11008, kv width 2 x 128 = 256, 36 layers
+    # Qwen2.5-3B: h 2048, MLP 11008, kv 2 x 128 = 256, 36 layers, r 32
     per_layer = (2048 + 2048) + 2 * (2048 + 256) + (2048 + 2048) + 2 * (2048 + 11008) + (11008 + 2048)
     assert lora_params("3b", 32) == 32 * per_layer * 36 == 59_867_136
     assert SHAPES["7b"]["hidden_size"] // SHAPES["7b"]["num_attention_heads"] == 128
 
 
-def test_one_step_fails_when_the_optimizer_does_not_move_lora(monkeypatch):
-    class Frozen:
-        def __init__(self, params, lr):
-            pass
+def test_random_models_keep_rope_in_fp32_as_a_loaded_checkpoint_does(tmp_path):
+    """bf16 RoPE frequencies would make the policy's log-probs differ from vLLM's (fp32 RoPE) by more than
+    bf16 weights do, and the rollout-weights check would read that as sampler noise."""
+    from transformers import AutoModelForCausalLM
 
-        def step(self):
-            pass
+    from rcea.device_check import random_model
 
-        def zero_grad(self, set_to_none=True):
-            pass
+    random_model("tiny").save_pretrained(tmp_path)
+    loaded = dict(AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16).named_buffers())
+    for model in (random_model("tiny", torch.bfloat16), gpu_check._build_model("tiny", torch.bfloat16, "cpu")):
+        (name, freq), = [(n, b) for n, b in model.named_buffers() if n.endswith("inv_freq")]
+        assert freq.dtype == loaded[name].dtype == torch.float32 and torch.equal(freq, loaded[name])
+        assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
 
-    monkeypatch.setattr(gpu_check, "optimizer_for", lambda params, lr, device: (Frozen(params, lr), "frozen"))
-    res = gpu_check.part_step("tiny", "cpu", 2, 8, 16)
-    assert res["ok"] is False and "LoRA moved False" in res["detail"]
+
+def test_weights_verdict_by_hand():
+    assert gpu_check.weights_verdict(0.02, 0.021, 0.30)[0]                 # gap unchanged: fresh weights
+    assert gpu_check.weights_verdict(0.02, 0.16, 0.30)[0]                  # grew by under half the move: fresh
+    ok, detail = gpu_check.weights_verdict(0.02, 0.31, 0.30)                # grew by the move: stale
+    assert not ok and "STALE" in detail
+    ok, detail = gpu_check.weights_verdict(0.02, 0.02, 0.03)                # move within the noise: cannot tell
+    assert not ok and "raise --lr" in detail
+
+
+def test_a_policy_that_does_not_move_fails():
+    res = gpu_check.part_grpo("tiny", "cpu", 2, 1e-9, 16, 8, overrides=SMALL)
+    line = {c["check"]: c for c in res["checks"]}["rollout-weights-tiny"]
+    assert line["ok"] is False and "raise --lr" in line["detail"]
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_rollout_weights_check_with_a_stand_in_sleep_mode_engine(guarded, monkeypatch):
+    """The GPU code path (colocated vLLM, sleep mode as at 7B) driven on CPU with the recording stand-in for
+    vLLM 0.11: PASS with train/vllm_sync.py, FAIL with TRL 0.29.0 alone (rollouts from the checkpoint). The
+    stand-in also says which weights each rollout came from, independently of the check's own numbers."""
+    engine_cls = install(monkeypatch)
+    if not guarded:
+        monkeypatch.setattr("train.trainer.use_policy_weights", lambda trainer: None)
+    seen = []
+    disk = {}
+
+    def record(engine_model):
+        if not disk:  # the first rollout: the engine holds the checkpoint the policy starts from
+            disk.update({k: v.clone() for k, v in engine_model.state_dict().items()})
+        seen.append(max(float((v - disk[k]).abs().max()) for k, v in engine_model.state_dict().items()))
+
+    engine_cls.on_generate = record
+    res = gpu_check.part_grpo("tiny", "cpu", 2, 1e-2, 16, 8, overrides=SLEEP)
+    assert res["sampler"] == "vLLM colocated, sleep mode" and engine_cls.instances[0].sleep_mode
+    assert len(seen) == 2 and seen[0] == 0.0
+    assert (seen[1] > 1e-3) is guarded, seen  # the second rollout: updated weights only with the fix
+    line = {c["check"]: c for c in res["checks"]}["rollout-weights-tiny"]
+    assert line["ok"] is guarded, line["detail"]
+    assert ("STALE" in line["detail"]) is not guarded
+    gaps = [float(x) for x in re.findall(r"gap (\d\.\d+) before any update, (\d\.\d+) after", line["detail"])[0]]
+    moved = float(re.search(r"moved (\d\.\d+)", line["detail"]).group(1))
+    assert gaps[0] < 1e-3 and moved > 1e-2  # fp32 engine, fp32 policy: no noise before the update
+    assert (gaps[1] < 1e-3) is guarded and (abs(gaps[1] - moved) < 0.5 * moved) is not guarded
+
+
+def test_a_crash_is_one_fail_line_and_the_rest_still_runs(monkeypatch, capsys):
+    def broken(*a, **k):
+        raise RuntimeError("CUDA out of memory (stand-in)")
+
+    monkeypatch.setattr(gpu_check, "part_grpo", broken)
+    assert gpu_check.main(["--cpu"]) == 1
+    out = capsys.readouterr().out
+    assert lines(out) == {"grpo-steps-tiny": "FAIL"} and "CUDA out of memory (stand-in)" in out
+    assert "GPU CHECK FAILED" in out
+
+
+def test_a_child_process_result_is_found_after_engine_output_and_a_hang_is_a_fail(tmp_path, monkeypatch):
+    """The GPU path runs each scale in `python -m <module> --_part`: engines log to stdout after or before the
+    JSON line; a child that hangs is stopped at the timeout."""
+    (tmp_path / "fakecheck.py").write_text(
+        "import json, sys, time\n"
+        "if sys.argv[2] == 'hang':\n    time.sleep(60)\n"
+        "print('INFO engine starting')\nprint(json.dumps({'check': 'x', 'ok': True, 'detail': 'd'}))\n"
+        "print('INFO destroying process group')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert run_part("fakecheck", ["ok", "cuda"], None, timeout=30) == {"check": "x", "ok": True, "detail": "d"}
+    res = run_part("fakecheck", ["hang", "cuda"], None, timeout=2)
+    assert res["ok"] is False and "still running after 2 s" in res["detail"]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--cpu", "--steps", "1"], "at least 2 steps"),
+    (["--shapes", "13b"], "unknown scale 13b"),
+    (["--shapes", "tiny"], "unknown scale tiny"),
+    (["--cpu", "--lr", "0"], "must be positive"),
+    (["--shapes", "7b", "--completion", "4096"], "vllm_max_model_length"),
+])
+def test_bad_arguments_are_refused_with_the_fix(argv, says, capsys):
+    with pytest.raises(SystemExit) as exc:
+        gpu_check.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and err.strip().splitlines()[-1].startswith("python -m train.gpu_check: error:")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the real check would run")
+def test_without_a_gpu_it_says_what_to_run(capsys):
+    assert gpu_check.main(["--shapes", "3b"]) == 2
+    assert "--cpu" in capsys.readouterr().out
