@@ -9,8 +9,17 @@
 
 import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# pytest puts this folder (tests/, no __init__.py) on sys.path, where the folder tests/vllm passes for the vllm
+# package wherever vLLM is not installed (a namespace package): find_spec("vllm") then finds it, and TRL, reading
+# vLLM as installed, fails on its version at `import trl.trainer.grpo_trainer` (every training test in
+# .envs/train). The tests import each other as tests.<area>.<module>, from the project root.
+_TESTS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _TESTS]
 
 KEEP = frozenset({
     "RCEA_ROLE",         # set by scripts/test: the environment a test area runs in

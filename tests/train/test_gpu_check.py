@@ -147,3 +147,11 @@ def test_bad_arguments_are_refused_with_the_fix(argv, says, capsys):
 def test_without_a_gpu_it_says_what_to_run(capsys):
     assert gpu_check.main(["--shapes", "3b"]) == 2
     assert "--cpu" in capsys.readouterr().out
+
+
+def test_no_test_folder_passes_for_the_vllm_package():
+    """tests/vllm must not be importable as `vllm` here (tests/conftest.py): TRL would read vLLM as installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    assert spec is None or spec.origin is not None, spec
