@@ -222,7 +222,7 @@ def seeds(c, method="grpo", seeds="1,2,3", questions=200, k=8):
 
 @task(help={"write": "replace the shipped files with the rebuild", "steps": "only the first 10 steps (seconds)"})
 def warm_start(c, write=False, steps=0):
-    """Rebuild the tiny warm start the demo copies (1,200 steps, one thread: tens of minutes); compare the bytes."""
+    """Rebuild the tiny warm start the demo copies (1,200 steps, one thread: minutes); compare the bytes."""
     run_all(c, [warm_start_command(write, steps)])
 
 
