@@ -29,6 +29,11 @@ KEEP = frozenset({
     "RCEA_FIND_LINKS",   # the CPU torch wheel folder, set-up configuration like pip's own
     "RCEA_NO_APT",       # scripts/test: do not apt-get chromium
     "RCEA_TEST_JOBS",    # scripts/test: test areas run at a time
+    "RCEA_NO_ENGINE",    # scripts/test: no Docker engine on this host (the container tests and the rehearsal skip)
+    "RCEA_ENGINE_READY", # scripts/test: it set the engine and the CPU images up (the container tests must not skip)
+    "RCEA_ENGINE_LOCK",  # scripts/engine and `invoke build`: the host's lock file
+    "RCEA_CA_BUNDLE",    # image builds behind a proxy (set-up configuration, like RCEA_FIND_LINKS)
+    "RCEA_INDEX_URL",    # image builds from a PyPI mirror
 })
 
 

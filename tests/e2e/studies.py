@@ -217,9 +217,9 @@ def docker(*args, env=None, timeout=600, check=True, **kw) -> subprocess.Complet
 def engine() -> None:
     """scripts/engine (Docker Engine, Compose, the local bases), then `invoke build --cpu` (the CPU images of this
     tree; Docker's layer cache keeps the lockfile layers, so a code change rebuilds only the copies)."""
-    if not (ROOT / "scripts" / "engine").exists():
+    if os.environ.get("RCEA_NO_ENGINE"):   # scripts/test's opt-out on a host that cannot have an engine
         import pytest
-        pytest.skip("the rehearsal needs scripts/engine and `invoke build --cpu` (issue 21 items 1-3)")
+        pytest.skip("RCEA_NO_ENGINE is set: no Docker engine or images (the rehearsal needs scripts/engine)")
     for argv in ([str(ROOT / "scripts" / "engine")], [str(ROOT / "scripts" / "run"), "build", "--cpu"]):
         out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=3600)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
