@@ -119,14 +119,25 @@ def test_output_folder_with_other_config_is_refused(tmp_path):
         run_training(other, tmp_path, reward="synthetic", log=lambda _: None)
 
 
-def test_a_failed_set_up_leaves_no_configuration_that_blocks_the_corrected_rerun(tmp_path):
-    """A run that fails before its first checkpoint (a negative learning rate: torch refuses it when the
-    optimizer is made) made nothing under its configuration: the corrected command trains into the folder."""
-    bad = load_config("tiny", "grpo", FAST + ["train.max_steps=1", "train.learning_rate=-1"])
-    with pytest.raises(ValueError, match="learning rate"):
+def test_a_failed_set_up_leaves_no_configuration_that_blocks_the_corrected_rerun(tmp_path, monkeypatch):
+    """A run that fails before its first checkpoint (here the policy cannot be loaded, as when a GPU runs out
+    of memory; a negative learning rate, torch's refusal before, is now refused by the configuration check)
+    made nothing under its configuration: the corrected command trains into the folder."""
+    import train.run as run_module
+
+    bad = load_config("tiny", "grpo", FAST + ["train.max_steps=1", "train.learning_rate=0.5"])
+    real_load = run_module.load_policy
+
+    def failing_load(cfg):
+        raise RuntimeError("CUDA out of memory (stand-in)")
+
+    monkeypatch.setattr(run_module, "load_policy", failing_load)
+    with pytest.raises(RuntimeError, match="out of memory"):
         run_training(bad, tmp_path, reward="synthetic", log=lambda _: None)
     assert (tmp_path / "config" / "resolved.json").exists()      # what the failed set-up left behind
+    monkeypatch.setattr(run_module, "load_policy", real_load)
     good = load_config("tiny", "grpo", FAST + ["train.max_steps=1"])
+    assert good["train.learning_rate"] != 0.5
     summary = run_training(good, tmp_path, reward="synthetic", log=lambda _: None)
     assert summary["global_step"] == 1
     resolved = json.loads((tmp_path / "config" / "resolved.json").read_text())
