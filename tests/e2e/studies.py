@@ -31,7 +31,9 @@ BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math")
 # banner. A kill drawn later than the stage lasts lands in a later stage: it is recorded as such.
 STAGES = ("prepare", "train", "workers", "judge", "modes", "audit", "aggregate", "results")
 KILL_WITHIN = {"prepare": 8.0, "train": 12.0, "workers": 20.0, "judge": 6.0, "modes": 6.0, "audit": 4.0,
-               "aggregate": 15.0, "results": 2.0, "checkpoints": 12.0, "parts": 20.0}
+               "aggregate": 15.0, "results": 2.0, "checkpoints": 1.0, "parts": 20.0}
+# (A tiny run's training goes on only seconds past its first checkpoint now that the warm start is shipped: a kill
+# drawn up to 12 s after it landed in the workers stage, leaving mid-training unkilled.)
 PROGRESS = {"checkpoints": "train/tiny/*/checkpoints/checkpoint-*/*.pt.manifest.json",
             "parts": "infer/tiny/tables/*/*.parquet.manifest.json"}
 # Every stage of the local engine; under Ray mid-training and mid-measurement, both in its train stage (each
