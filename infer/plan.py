@@ -11,7 +11,6 @@ the later checkpoint).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 from rcea import layout
@@ -19,10 +18,9 @@ from rcea.config import BASE_METHOD
 from rcea.data import minerva_subset_ids
 from rcea.layout import checkpoints_dir
 from rcea.paths import data_dir
-from rcea.store import checkpoint_complete
+from rcea.store import complete_checkpoints
 from rcea.layout import JOB_KINDS as KINDS
 
-CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 NOMINAL_SIZES = {"amc23": 40, "aime24": 30, "aime25": 30, "math500": 500, "minerva_math": 40}
 
 
@@ -46,13 +44,8 @@ def adapter_rel(scale: str, method: str, step: int) -> str:
 
 def discover(scale: str, method: str) -> list[Checkpoint]:
     """Complete checkpoints of one run (rcea.store.checkpoint_complete), by step; the others are skipped."""
-    root = checkpoints_dir(scale, method)
-    found = []
-    for d in sorted(root.glob("checkpoint-*")) if root.exists() else []:
-        m = CKPT_RE.match(d.name)
-        if m and checkpoint_complete(d):
-            found.append(Checkpoint(method, int(m.group(1)), adapter_rel(scale, method, int(m.group(1)))))
-    return sorted(found, key=lambda c: c.step)
+    return [Checkpoint(method, step, adapter_rel(scale, method, step))
+            for step, _ in complete_checkpoints(checkpoints_dir(scale, method))]
 
 
 def run_length(cfg, ckpts: list[Checkpoint]) -> int:

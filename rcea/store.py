@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -103,6 +104,17 @@ def checkpoint_complete(folder: str | Path) -> bool:
     folder = Path(folder)
     return (is_complete(folder / TRAINER_STATE) and (folder / "adapter_config.json").exists()
             and any(folder.glob("adapter_model.*")))
+
+
+def complete_checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
+    """(step, path) of every complete checkpoint (`checkpoint_complete`) named checkpoint-<step> in a run's
+    checkpoints folder, by step; none when the folder does not exist."""
+    found = []
+    for d in Path(folder).glob("checkpoint-*"):
+        m = re.fullmatch(r"checkpoint-(\d+)", d.name)
+        if m and checkpoint_complete(d):
+            found.append((int(m.group(1)), d))
+    return sorted(found)
 
 
 def job_complete(kind: str, payload: dict, root: str | Path | None = None) -> bool:

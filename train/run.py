@@ -210,10 +210,9 @@ def lora_config(cfg: Config):
 
 
 def complete_checkpoints(ckpt_dir: Path) -> list[Path]:
-    from rcea.store import checkpoint_complete
+    from rcea import store
 
-    found = [p for p in ckpt_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return sorted((p for p in found if checkpoint_complete(p)), key=lambda p: int(p.name.split("-")[-1]))
+    return [path for _, path in store.complete_checkpoints(ckpt_dir)]
 
 
 def newest_checkpoint(ckpt_dir: Path) -> Path | None:
