@@ -136,8 +136,7 @@ PERMANENT = {401: "the API key is missing or wrong", 403: "the API key is not al
 
 def failure(settings: LLMSettings, status: str, hint: str = "") -> LLMFailure:
     s = settings
-    fix = {"judge": "judge.base_url / judge.model", "codebook": "codebook.base_url / codebook.model"}.get(
-        s.section, "base_url / model")
+    fix = f"{s.section}.base_url / {s.section}.model"
     return LLMFailure(f"{s.section} endpoint {s.base_url} model {s.model!r}: {status}"
                       + (f" ({hint})" if hint else "") + f"; check {fix} and ${s.api_key_env} (invoke doctor)")
 
@@ -204,6 +203,12 @@ class LLMClient:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _client: Any = field(default=None, repr=False)
 
+    def _stop(self) -> None:
+        """A permanent failure: counted, and every other request of this client stops."""
+        with self._lock:
+            self.failures += 1
+            self.stopped = True
+
     def _openai(self):
         if self._client is None:
             import openai
@@ -257,18 +262,14 @@ class LLMClient:
                 status = getattr(exc, "status_code", None)
                 last = str(exc) if isinstance(exc, NotACompletion) else f"{type(exc).__name__}: {status or ''}".strip()
                 if status in PERMANENT:
-                    with self._lock:
-                        self.failures += 1
-                        self.stopped = True
+                    self._stop()
                     raise failure(self.settings, f"HTTP {status}", PERMANENT[status]) from exc
                 # a body that is not a chat completion (HTML, truncated or non-JSON text: the openai client
                 # raises a JSON decode error or hands back the raw text) is retried like a transient fault
                 if not (_transient(exc) or isinstance(exc, (NotACompletion, ValueError))):
                     break
                 if attempt == self.settings.max_retries:
-                    with self._lock:
-                        self.failures += 1
-                        self.stopped = True
+                    self._stop()
                     raise failure(self.settings, f"{attempt + 1} attempts failed, the last with {last}",
                                   "retries exhausted") from exc
                 asked = retry_after_s(exc)
