@@ -124,10 +124,13 @@ def ensure_policy(cfg) -> Path:
     from rcea.warmstart import copy_shipped, shipped_for, warm_spec, warm_start
 
     spec = warm_spec(cfg, base)
-    out = base.with_name(base.name + "-warm")
-    shipped = shipped_for(spec, base)  # the repository's copy of this exact warm start, if there is one
-    return _build_once(out, spec, (lambda tmp: copy_shipped(shipped, tmp)) if shipped
-                       else (lambda tmp: warm_start(base, tmp, cfg)))
+
+    def build(tmp: Path) -> Path:
+        # Only when it is built: the repository's copy of this exact warm start (hashed), if there is one.
+        shipped = shipped_for(spec, base)
+        return copy_shipped(shipped, tmp) if shipped else warm_start(base, tmp, cfg)
+
+    return _build_once(base.with_name(base.name + "-warm"), spec, build)
 
 
 def model_path(cfg) -> str:
