@@ -202,11 +202,11 @@ class Config:
         target = run_dir / "config" / "resolved.json"
         if target.exists():
             old = json.loads(target.read_text())
+            if old.get("hash") == self.hash(scope):
+                return target
             mine = {k: v["value"] for k, v in self.to_dict(scope)["settings"].items() if k not in NOT_IN_HASH}
             theirs = {k: v.get("value") for k, v in old.get("settings", {}).items()
                       if self.in_scope(k, scope) and k not in NOT_IN_HASH}
-            if old.get("hash") == self.hash(scope):
-                return target
             # equal settings under another hash: a folder written when the hash covered every setting
             same = json.dumps(mine, sort_keys=True, default=str) == json.dumps(theirs, sort_keys=True, default=str)
             if not same and not replace:
