@@ -17,7 +17,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from orchestrate.ops.lockfiles import find_links, read_pins
-from orchestrate.ops.shell import ROOT, is_dry, run_all
+from orchestrate.ops.shell import ROOT, container_ids, is_dry, run_all
 
 LOCAL_BASE = "rcea/base:bookworm"   # scripts/engine: Debian 12 minbase + python3 (3.11), docker import
 LOCAL_UV = "rcea/uv:0.13.9"         # scripts/engine: the uv binary of lockfiles/tools.txt
@@ -43,12 +43,6 @@ def image_name(role: str, cpu: bool = False) -> str:
 
 def lock_of(role: str, cpu: bool) -> str:
     return (CPU_LOCK if cpu else GPU_LOCK)[role]
-
-
-def app_ids() -> tuple[int, int]:
-    """The host's UID/GID (bind mounts stay writable); root builds get 1000:1000 (images refuse UID 0)."""
-    uid, gid = os.getuid(), os.getgid()
-    return (uid, gid) if uid != 0 else (1000, 1000)
 
 
 def ca_bundle() -> str | None:
@@ -136,10 +130,8 @@ def use_local_base(role: str, base: str) -> bool:
     not already here."""
     if base != "auto":
         return base == "local"
-    def have(ref):
-        return subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
     public = re.search(rf"ARG {BASE_ARG[role]}=(\S+)", (ROOT / "docker" / f"{role}.Dockerfile").read_text())
-    return have(LOCAL_BASE) and not (public and have(public.group(1)))
+    return image_id(LOCAL_BASE) is not None and not (public and image_id(public.group(1)) is not None)
 
 
 def image_id(ref: str) -> str | None:
@@ -187,7 +179,7 @@ def _build_images(c, roles, cpu: bool, base: str, dry: bool) -> None:
         if not dry:
             print(f"# docker/wheels: {', '.join(stage_wheels(lock)) or 'none needed'} for lockfiles/{lock}.txt")
         local = base == "local" if dry else use_local_base(r, base)
-        argv = build_argv(r, cpu, local, git_commit(), app_ids(), ca_bundle(), os.environ.get("RCEA_INDEX_URL"),
+        argv = build_argv(r, cpu, local, git_commit(), container_ids(), ca_bundle(), os.environ.get("RCEA_INDEX_URL"),
                           os.environ.get("RCEA_BUILD_NETWORK", "host"), os.environ.get("WITH_WANDB") == "1")
         old = None if dry else image_id(name)
         run_all(c, [client + argv], env=env)

@@ -16,7 +16,7 @@ import pytest
 
 import tasks
 from orchestrate.ops import images, lockfiles
-from orchestrate.ops.shell import compose_available, engine_available
+from orchestrate.ops.shell import compose_available, container_ids, engine_available
 
 ROOT = Path(tasks.__file__).resolve().parent
 if not (engine_available() and compose_available()):   # scripts/test sets RCEA_ENGINE_READY once it has set one up
@@ -58,7 +58,7 @@ def test_aggregate_runs_its_cli_as_the_build_user():
     out = docker_run(image("aggregate"), "sh", "-c", "id -u; id -g; python -m aggregate --help")
     assert out.returncode == 0, out.stderr
     uid, gid, *rest = out.stdout.splitlines()
-    assert (int(uid), int(gid)) == images.app_ids() and int(uid) != 0
+    assert (int(uid), int(gid)) == container_ids() and int(uid) != 0
     assert rest[0].startswith("usage: python -m aggregate")
 
 

@@ -10,7 +10,7 @@ from invoke import Config, Context
 from invoke.exceptions import Exit
 
 import tasks
-from orchestrate.ops import images, lockfiles
+from orchestrate.ops import images, lockfiles, shell
 
 ROOT = Path(tasks.__file__).resolve().parent
 
@@ -45,15 +45,6 @@ def test_image_names_follow_compose_and_rcea_tag(monkeypatch):
         assert services[service]["image"] == f"rcea/{role}:${{RCEA_TAG:-0.1.0}}"
     monkeypatch.setenv("RCEA_TAG", "7")
     assert images.image_name("infer", True) == "rcea/infer:7-cpu"
-
-
-def test_root_builds_get_uid_1000(monkeypatch):
-    monkeypatch.setattr(images.os, "getuid", lambda: 0)
-    monkeypatch.setattr(images.os, "getgid", lambda: 0)
-    assert images.app_ids() == (1000, 1000)
-    monkeypatch.setattr(images.os, "getuid", lambda: 1234)
-    monkeypatch.setattr(images.os, "getgid", lambda: 99)
-    assert images.app_ids() == (1234, 99)
 
 
 def test_ca_bundle_from_the_environment(monkeypatch, tmp_path):
@@ -100,7 +91,7 @@ def test_dry_build_of_the_gpu_infer_image_prints_the_exact_command(capsys, monke
 
     for var in ("RCEA_CA_BUNDLE", "SSL_CERT_FILE", "RCEA_INDEX_URL", "RCEA_BUILD_NETWORK", "RCEA_TAG"):
         monkeypatch.delenv(var, raising=False)
-    uid, gid = images.app_ids()
+    uid, gid = shell.container_ids()   # the build user is the containers' user (root: 1000:1000)
     dry = Context(Config(overrides={"run": {"dry": True, "echo_format": "{command}"}}))
     tasks.build(dry, role="infer")
     assert capsys.readouterr().out.splitlines() == [
