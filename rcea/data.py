@@ -114,6 +114,36 @@ def probe_questions(cfg) -> list[dict[str, Any]]:
     return out
 
 
+def stop_strings(cfg) -> list[str]:
+    """The stop set (`data.stop_tokens`): every generator (TRL's sampler, the vLLM and HF backends) ends a
+    completion at the first of these tokens, keeping it. Order kept, duplicates dropped."""
+    from rcea.config import ConfigError
+
+    stops = cfg["data.stop_tokens"]
+    if not isinstance(stops, list) or not stops or not all(isinstance(s, str) and s for s in stops):
+        raise ConfigError(f"data.stop_tokens = {stops!r}: give a non-empty list of special-token strings, "
+                          'e.g. ["<|im_end|>", "<|endoftext|>"]')
+    return list(dict.fromkeys(stops))
+
+
+def stop_token_ids(tokenizer, cfg) -> list[int]:
+    """The token ids of `data.stop_tokens` in `tokenizer`, in the setting's order. Each stop string must be one
+    special token of the tokenizer (a generator stops on token ids, not on text); anything else stops the run
+    with a line naming the setting and the tokenizer's special tokens."""
+    from rcea.config import ConfigError
+
+    special = {t.content: i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+    ids = []
+    for s in stop_strings(cfg):
+        tid = special.get(s)
+        if tid is None or tokenizer.encode(s, add_special_tokens=False) != [tid]:
+            raise ConfigError(f"data.stop_tokens names {s!r}, which is not a single special token of the policy "
+                              f"tokenizer; its special tokens are {', '.join(sorted(special))} "
+                              "(set data.stop_tokens to some of them)")
+        ids.append(tid)
+    return ids
+
+
 def chat_messages(problem: str, cfg) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"{problem}\n{cfg['data.instruction']}"}]
 
