@@ -29,7 +29,7 @@ METHOD_LABELS = {"grpo": "GRPO", "dapo": "DAPO", "clip_cov": "Clip-Cov", "kl_cov
 METHODS = tuple(METHOD_LABELS)
 BASE_METHOD = "base"  # the `method` of the untrained policy in job keys and tables (not an objective)
 SCALES = ("tiny", "3b", "7b")
-STATUSES = {"S": "stated", "R": "reconstructed", "C": "chosen"}
+STATUSES = {"S": "stated in the paper", "E": "the cited source's", "R": "reconstructed", "C": "chosen"}
 
 
 # Transport settings: where an LLM endpoint lives, how its key is found, how many requests run at once
@@ -52,7 +52,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Setting:
     value: Any
-    status: str  # "S" | "R" | "C"
+    status: str  # "S" | "E" | "R" | "C" (STATUSES)
     doc: str = ""
 
 
@@ -85,12 +85,12 @@ def _read_settings(path: Path, prefix: str = "") -> dict[str, Setting]:
             name = f"{where}.{key}" if where else key
             if isinstance(item, dict) and "value" in item and "status" in item:
                 if item["status"] not in STATUSES:
-                    raise ConfigError(f"{path.name}: {name} has status {item['status']!r}; use one of S, R, C")
+                    raise ConfigError(f"{path.name}: {name} has status {item['status']!r}; use one of {', '.join(STATUSES)}")
                 out[prefix + name] = Setting(item["value"], item["status"], item.get("doc", ""))
             elif isinstance(item, dict):
                 walk(item, name)
             else:
-                raise ConfigError(f"{path.name}: {name} must be {{ value = ..., status = \"S|R|C\" }}")
+                raise ConfigError(f"{path.name}: {name} must be {{ value = ..., status = \"S|E|R|C\" }}")
 
     walk(read_toml(path), "")
     return out

@@ -158,15 +158,34 @@ def different_precision_recall(ref: Iterable[int], pred: Iterable[int]) -> tuple
     return (tp / (tp + fp) if tp + fp else float("nan"), tp / (tp + fn) if tp + fn else float("nan"))
 
 
-AUDIT_GATES = {"hh_macro_f1": 0.85, "auto_macro_f1": 0.85, "max_gap": 0.05, "different_precision": 0.80,
-               "different_recall": 0.80, "coverage": 0.95}
+GATE_NAMES = ("hh_macro_f1", "auto_macro_f1", "max_gap", "different_precision", "different_recall", "coverage")
+
+
+def audit_gate_values(cfg=None) -> dict[str, float]:
+    """The gates' thresholds: the [audit] settings of configs/base.toml (stated in the paper's §12: 0.85, 0.85,
+    0.05, 0.80, 0.80, 0.95; docs/settings.md), or of `cfg` (a Config or an {"audit.<name>": value} mapping)."""
+    if cfg is None:
+        from rcea.config import base_value
+
+        return {k: float(base_value(f"audit.{k}")) for k in GATE_NAMES}
+    return {k: float(cfg[f"audit.{k}"]) for k in GATE_NAMES}
+
+
+def __getattr__(name: str):
+    if name == "AUDIT_GATES":  # read from the configuration when first asked for, not at import
+        return audit_gate_values()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _EDGE = 1e-12  # a value exactly on a threshold (recall 0.80) passes
 
 
 def audit_gates(hh: float, auto: float, precision: float, recall: float, coverage: float,
-                gates: Mapping[str, float] = AUDIT_GATES) -> dict[str, bool]:
+                gates: Mapping[str, float] | None = None) -> dict[str, bool]:
     """The five predeclared gates of the partition audit (human-human and automatic macro-F1, their gap,
-    'different' precision and recall, coverage); NaN fails every gate it enters."""
+    'different' precision and recall, coverage); NaN fails every gate it enters. `gates`: the thresholds
+    (default `audit_gate_values()`, the [audit] settings)."""
+    gates = audit_gate_values() if gates is None else gates
     return {
         "1_hh_macro_f1": hh >= gates["hh_macro_f1"] - _EDGE,
         "2_auto_macro_f1": auto >= gates["auto_macro_f1"] - _EDGE,

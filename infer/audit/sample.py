@@ -17,11 +17,27 @@ from infer.audit.metrics import audit_report
 from infer.llm_io import blind_id, load_questions, load_samples, load_texts
 
 
-def draw_pairs(assignments: pd.DataFrame, seed: int = 2031, n_questions: int = 29, per_question: int = 18,
+def audit_defaults(scale: str | None = None) -> dict[str, int]:
+    """seed, n_questions and per_question of the draw: aggregate.audit_seed and the [audit] settings of `scale`'s
+    configuration (configs/base.toml alone when None): 29 questions (stated) x 18 trajectories (our choice, so
+    29 x C(18, 2) = 4,437 pairs where the paper has 4,526; docs/settings.md#audit says why)."""
+    from rcea.config import base_value, load_config
+
+    get = load_config(scale).__getitem__ if scale else base_value
+    return {"seed": int(get("aggregate.audit_seed")), "n_questions": int(get("audit.n_questions")),
+            "per_question": int(get("audit.per_question"))}
+
+
+def draw_pairs(assignments: pd.DataFrame, seed: int | None = None, n_questions: int | None = None,
+               per_question: int | None = None,
                exclude: set[str] = frozenset()) -> tuple[list[str], list[tuple[str, str, str]]]:
     """(audit trajectory ids, pairs (question_id, a, b)). Questions in `exclude` (development labels)
     are never drawn; per question up to `per_question` trajectories, then every within-question pair,
-    the pairs shown in a seeded random order."""
+    the pairs shown in a seeded random order. A None argument takes its configured value (`audit_defaults`)."""
+    d = audit_defaults()
+    seed = d["seed"] if seed is None else seed
+    n_questions = d["n_questions"] if n_questions is None else n_questions
+    per_question = d["per_question"] if per_question is None else per_question
     rng = np.random.default_rng(seed)
     by_q = {q: sorted(g["traj_id"]) for q, g in assignments.groupby("question_id", sort=True)
             if str(q) not in exclude and len(g) >= 2}
@@ -39,7 +55,7 @@ def draw_pairs(assignments: pd.DataFrame, seed: int = 2031, n_questions: int = 2
     return trajs, [pairs[k] for k in order]
 
 
-def sample(scale: str, seed: int = 2031, n_questions: int = 29, per_question: int = 18,
+def sample(scale: str, seed: int | None = None, n_questions: int | None = None, per_question: int | None = None,
            exclude: set[str] = frozenset(), annotators: tuple[str, str] = ("A", "B"), force: bool = False) -> dict:
     path = audit_db(scale)
     if path.exists() and not force:
@@ -51,7 +67,10 @@ def sample(scale: str, seed: int = 2031, n_questions: int = 29, per_question: in
     samples = load_samples(scale)
     texts = load_texts(scale, samples)
     questions = load_questions(scale)
-    trajs, pairs = draw_pairs(assignments, seed, n_questions, per_question, exclude)
+    d = audit_defaults(scale)
+    seed = d["seed"] if seed is None else seed
+    trajs, pairs = draw_pairs(assignments, seed, n_questions if n_questions is not None else d["n_questions"],
+                              per_question if per_question is not None else d["per_question"], exclude)
     mode = dict(zip(assignments["traj_id"], assignments["mode"]))
     qid = dict(zip(assignments["traj_id"], assignments["question_id"].astype(str)))
     if path.exists():

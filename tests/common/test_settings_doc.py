@@ -3,7 +3,7 @@
 import re
 import shutil
 
-from rcea.config import _read_settings
+from rcea.config import STATUSES, _read_settings
 from rcea.paths import configs_dir, project_root
 from rcea.settings_doc import main, render
 
@@ -39,6 +39,59 @@ def test_a_changed_doc_or_scale_value_changes_the_document(tmp_path):
 
 # Where a stated (S) value may be quoted from: the paper's sections and tables as numbered in its text.
 PAPER_PLACES = re.compile(r"\[paper (§(?:[1-9]|1[0-4])|Table (?:[12]|A[1-9])): \"([^\"]+)\"[^\]]*\]")
+# A cited source named the way the paper cites it: (Yu et al. 2025), (Wang et al. 2025a), (Kwon 2023).
+CITATION = re.compile(r"\b[A-Z][A-Za-z-]+(?: et al\.| and [A-Z][A-Za-z-]+)? (?:19|20)\d\d[ab]?\b")
+NUMBER_WORDS = {0: ("zero",), 1: ("one", "once"), 2: ("two", "twice"), 3: ("three",), 4: ("four",), 5: ("five",),
+                6: ("six",), 7: ("seven",), 8: ("eight",), 9: ("nine",), 10: ("ten",), 12: ("twelve",)}
+# S values that are words, not numbers: the word the quoted sentence uses for them.
+KEYWORDS = {
+    "train.lora_targets": "every attention and MLP projection", "train.precision": "bfloat16",
+    "train.optimizer": "8-bit AdamW", "train.use_vllm": "vLLM", "train.beta": "no standard reference-policy KL",
+    "objectives.dapo.dynamic_sampling": "dynamic removal of zero-variance groups",
+}
+# Values named in TRL's terms: the words a sentence stating them would use.
+MEANINGS = {("loss_type", "grpo"): "sequence", ("loss_type", "dapo"): "token-level",
+            ("scale_rewards", "group"): "standard deviation", ("scale_rewards", "batch"): "standard deviation",
+            ("scale_rewards", "none"): "without normaliz"}
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _number_in(x: float, quote: str) -> bool:
+    """`x` printed in `quote` as a number (0.28, 2,048, 10,000), a percentage of it (0.1 -> 10%, 0.99 -> 99th,
+    0.30 -> 30 percentage points) or a word (eight, Four, twice), never as part of a longer number."""
+    forms = {f"{x:g}", repr(x), *(f"{x:.{d}f}" for d in (1, 2, 3))}
+    if float(x).is_integer():
+        forms |= {str(int(x)), f"{int(x):,}"}
+    edge = r"(?<![\d.,])({})(?![\d]|[.,]\d)"
+    if any(re.search(edge.format(re.escape(f)), quote) for f in forms):
+        return True
+    pct = round(100 * x, 6)
+    if 0 < x <= 1 and re.search(rf"(?<![\d.,]){re.escape(f'{pct:g}')}(?=\s*(%|–|-\d|th|percent))", quote):
+        return True
+    return float(x).is_integer() and any(re.search(rf"\b{w}\b", quote, re.I) for w in NUMBER_WORDS.get(int(x), ()))
+
+
+def value_in_quote(key: str, value, quote: str) -> bool:
+    """Whether the quoted sentence holds the setting's value (every element of a list, every value of a table)."""
+    if key in KEYWORDS:
+        return KEYWORDS[key].lower() in quote.lower()
+    name = key.rpartition(".")[2]
+    if isinstance(value, str) and (name, value) in MEANINGS:
+        return MEANINGS[(name, value)] in quote.lower()
+    if isinstance(value, bool):
+        return value and _norm(key.rpartition(".")[2]) in _norm(quote)
+    if isinstance(value, (int, float)):
+        return _number_in(value, quote)
+    if isinstance(value, str):
+        return bool(value) and _norm(value.rpartition("/")[2]) in _norm(quote)
+    if isinstance(value, list):
+        return bool(value) and all(value_in_quote(key, v, quote) for v in value)
+    if isinstance(value, dict):
+        return bool(value) and all(value_in_quote(key, v, quote) for v in value.values())
+    return False
 
 
 def _all_settings() -> dict:
@@ -48,8 +101,8 @@ def _all_settings() -> dict:
 
 
 def test_every_stated_setting_quotes_the_paper_sentence_it_comes_from():
-    """S means stated: the doc carries `[paper §N: "the sentence"]` (or `Table X`), a quote of at least three
-    words, so a reader can find the sentence; a value the paper does not state is R or C."""
+    """S means stated in this paper: the doc carries `[paper §N: "the sentence"]` (or `Table X`), a quote of at
+    least three words, so a reader can find the sentence; a value the paper does not state is E, R or C."""
     missing = []
     for key, s in _all_settings().items():
         if s.status != "S":
@@ -58,6 +111,31 @@ def test_every_stated_setting_quotes_the_paper_sentence_it_comes_from():
         if not any(len(q.split()) >= 3 for q in quotes):
             missing.append(key)
     assert not missing, f"stated settings without the paper sentence they come from: {missing}"
+
+
+def test_every_stated_quote_holds_its_value_and_every_cited_value_names_its_source():
+    """S: the quoted sentences of the paper contain the value itself (the number, or the word for it); a value
+    the paper leaves out of its text but takes from a source it cites is E, and its doc names that source as
+    the paper cites it ("Yu et al. 2025")."""
+    settings = _all_settings()
+    bad_s = [k for k, s in settings.items() if s.status == "S"
+             and not value_in_quote(k, s.value, " / ".join(q for _, q in PAPER_PLACES.findall(s.doc)))]
+    assert not bad_s, f"S settings whose quoted sentence does not hold the value (tag them E, R or C): {bad_s}"
+    assert "E" in STATUSES, "the tags need one for the cited source's value"
+    bad_e = [k for k, s in settings.items() if s.status == "E" and not CITATION.search(s.doc)]
+    assert not bad_e, f"E settings whose doc does not name the cited source: {bad_e}"
+
+
+def test_the_value_check_sees_numbers_percentages_words_and_rejects_a_missing_value():
+    q = "Four gradient-accumulation steps yield batches of 64 trajectories at 10% warmup and 2,048 tokens"
+    assert _number_in(4, q) and _number_in(64, q) and _number_in(0.1, q) and _number_in(2048, q)
+    assert not _number_in(6, q) and not _number_in(0.2, q) and not _number_in(204, q) and not _number_in(48, q)
+    assert _number_in(0.28, "clipping 0.2 / 0.28 here") and not _number_in(0.2, "a clip of 0.28")
+    assert value_in_quote("x.benchmark_order", ["aime24", "math500"], "| AIME'24 | MATH 500 |")
+    assert not value_in_quote("objectives.dapo.epsilon", 0.2,
+                              "DAPO uses token-level loss normalization, asymmetric clipping")
+    assert not value_in_quote("objectives.grpo.loss_type", "grpo", "GRPO (Shao et al. 2024)")
+    assert CITATION.search("the cited source's (Yu et al. 2025)") and not CITATION.search("the official code")
 
 
 def test_the_cite_format_is_recognised_and_an_uncited_s_fails(tmp_path):
@@ -69,12 +147,17 @@ def test_the_cite_format_is_recognised_and_an_uncited_s_fails(tmp_path):
 
 # Tags the audit against the paper's text settled (issue 24): each with the reason in its doc line.
 SETTLED = {
-    "objectives.dapo.overlong_penalty_factor": ("R", 1.0), "objectives.clip_cov.clip_cov_ratio": ("R", 2e-4),
-    "objectives.kl_cov.kl_cov_ratio": ("R", 2e-3), "objectives.grpo.adv_eps": ("C", 1e-4),
-    "objectives.dapo.adv_eps": ("C", 1e-4), "objectives.ep_grpo.num_buckets": ("R", 10),
+    "objectives.dapo.overlong_penalty_factor": ("R", 1.0), "objectives.clip_cov.clip_cov_ratio": ("E", 2e-4),
+    "objectives.kl_cov.kl_cov_ratio": ("E", 2e-3), "objectives.grpo.adv_eps": ("C", 1e-4),
+    "objectives.dapo.adv_eps": ("C", 1e-4), "objectives.ep_grpo.num_buckets": ("S", 10),
     "train.top_p": ("C", 1.0), "train.lr_scheduler": ("C", "linear"), "data.train_pool_split": ("C", "math"),
     "eval.minerva_subset_size": ("S", 40), "aggregate.steps_per_epoch": ("S", {"3B": 4000, "7B": 8000}),
     "probe.temperature": ("R", 1.0), "probe.max_new_tokens": ("R", 2048),
+    # issue 30: a value the paper's text lacks but its cited source gives is E, a count derived from stated
+    # numbers R, a count the paper prints S (the bucketing rule stays our reading, said in the doc)
+    "objectives.dapo.epsilon": ("E", 0.2), "objectives.dapo.epsilon_high": ("E", 0.28),
+    "objectives.gtpo.w_raw": ("E", 2.0), "data.max_prompt_tokens": ("R", 204), "train.per_device_batch": ("R", 16),
+    "audit.n_questions": ("S", 29), "audit.per_question": ("C", 18),
 }
 
 
@@ -83,7 +166,8 @@ def test_the_settled_tags_and_the_two_dapo_readings():
     for key, (status, value) in SETTLED.items():
         assert (settings[key].status, settings[key].value) == (status, value), key
     archer = [k for k in settings if k.startswith("objectives.archer.")]
-    assert archer and all(settings[k].status in ("R", "C") for k in archer)
+    assert archer and all(settings[k].status in ("E", "R", "C") for k in archer)
+    assert not any("Archer is not in the paper" in s.doc for s in settings.values())  # cited, not evaluated
     doc = settings["objectives.dapo.overlong_penalty_factor"].doc
     assert "get_soft_overlong_punishment" in doc and "0.5" in doc and "overlong_penalty_factor=0.5" in doc
     assert "lost" in settings["objectives.clip_cov.clip_cov_ratio"].doc and "does not restate" not in \
