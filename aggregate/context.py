@@ -84,20 +84,37 @@ def _mean(rows: list[dict], key: str) -> float | None:
     return float(np.mean(v)) if v else None
 
 
-def failure_window(rows: list[dict], spe: float, window: tuple[float, float]) -> dict[str, Any]:
-    """The two failure-window shares of one run, inside the progress ``window`` and over the whole run.
+def _sampled(row: dict) -> float | None:
+    """A rollout's share of sampled completions in mixed groups, before any filter: DAPO logs it apart
+    (``frac_nonzero_var_sampled``) since its trained batch is filtered; without a filter it is
+    ``frac_nonzero_var`` itself. None for a filtered run's log from before the field was logged."""
+    if "frac_nonzero_var_sampled" in row:
+        return row["frac_nonzero_var_sampled"]
+    return None if "dapo/refill_rounds" in row else row.get("frac_nonzero_var")
 
-    nonzero-variance share: mean of ``frac_nonzero_var`` over fresh rollouts (each rollout has the same number
-    of completions, so this is the share of completions). Empty-mask share: mean of ``cov_mask_empty`` over the
-    logged steps (each the mean of its updates' 0/1 flags); None for an objective without a covariance mask.
+
+def failure_window(rows: list[dict], spe: float, window: tuple[float, float]) -> dict[str, Any]:
+    """The failure-window shares of one run, inside the progress ``window`` and over the whole run.
+
+    nonzero-variance share (the paper's): mean over fresh rollouts of the share of *sampled* completions whose
+    prompt group has nonzero reward variance, before DAPO's dynamic-sampling filter and refill (each rollout
+    samples the same number of completions, so this is the share of completions). Trained share: the same
+    after the filter (``frac_nonzero_var``; 1 by construction for DAPO, the sampled share for every other
+    objective). Empty-mask share: mean of ``cov_mask_empty`` over the logged steps (each the mean of its
+    updates' 0/1 flags); None for an objective without a covariance mask.
     """
     fresh = [r for r in rows if r.get("fresh_rollout", 1.0) == 1.0]
     lo, hi = window
     inside = [r for r in rows if lo <= r["step"] / spe <= hi]
     inside_fresh = [r for r in fresh if lo <= r["step"] / spe <= hi]
+    sampled = [{"s": _sampled(r)} for r in fresh]
+    sampled_in = [{"s": _sampled(r)} for r in inside_fresh]
     return {"window": list(window), "steps_in_window": len(inside), "steps": len(rows),
-            "nonzero_var_share_window": _mean(inside_fresh, "frac_nonzero_var"),
-            "nonzero_var_share_run": _mean(fresh, "frac_nonzero_var"),
+            "filtered": any("dapo/refill_rounds" in r or "frac_nonzero_var_sampled" in r for r in rows),
+            "nonzero_var_share_window": _mean(sampled_in, "s"),
+            "nonzero_var_share_run": _mean(sampled, "s"),
+            "nonzero_var_trained_share_window": _mean(inside_fresh, "frac_nonzero_var"),
+            "nonzero_var_trained_share_run": _mean(fresh, "frac_nonzero_var"),
             "empty_mask_share_window": _mean(inside, "cov_mask_empty"),
             "empty_mask_share_run": _mean(rows, "cov_mask_empty")}
 
@@ -171,14 +188,19 @@ def report_lines(res: dict, st) -> list[str]:
     if windows:
         L += ["", f"## Failure-window statistics (supplement §13; every run; window {100 * lo:g}-{100 * hi:g}% of the "
               "epoch, then the whole run; `summary.json` → `failure_window`)", "",
-              "Nonzero-variance share: sampled completions whose prompt group has nonzero reward variance (fresh "
-              "rollouts). Empty-mask share: updates (micro-batch losses) whose covariance mask selects no token "
-              "(Clip-Cov, KL-Cov; – for objectives without a mask, or logs from before the flag was logged).", "",
-              "| Run | steps in window | nonzero variance, window | nonzero variance, run | empty mask, window "
-              "| empty mask, run |", "|---|---|---|---|---|---|"]
+              "Sampled: the paper's share, sampled completions whose prompt group has nonzero reward variance (fresh "
+              "rollouts, before any filter). Trained: the same share in the batch the update trained on, after "
+              "DAPO's dynamic-sampling filter and refill (100% by construction there; equal to the sampled share "
+              "for objectives without a filter). Empty mask: updates (micro-batch losses) whose covariance mask "
+              "selects no token (Clip-Cov, KL-Cov; – for objectives without a mask, or logs from before the flag "
+              "was logged).", "",
+              "| Run | steps in window | sampled, window | sampled, run | trained (after filter), window "
+              "| trained (after filter), run | empty mask, window | empty mask, run |",
+              "|---|---|---|---|---|---|---|---|"]
         for key, w in windows.items():
             L.append(f"| {key} | {w['steps_in_window']} | {_p(w['nonzero_var_share_window'])} | "
-                     f"{_p(w['nonzero_var_share_run'])} | {_p(w['empty_mask_share_window'])} | "
+                     f"{_p(w['nonzero_var_share_run'])} | {_p(w.get('nonzero_var_trained_share_window'))} | "
+                     f"{_p(w.get('nonzero_var_trained_share_run'))} | {_p(w['empty_mask_share_window'])} | "
                      f"{_p(w['empty_mask_share_run'])} |")
     L += ["", "## Process-validity judge calibration (supplement §12; `summary.json` → `judge_calibration`)", ""]
     jc = res.get("judge_calibration")

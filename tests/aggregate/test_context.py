@@ -46,6 +46,11 @@ def study(tmp_path_factory) -> tuple[Path, Path]:
         (run / "summary.json.manifest.json").write_text(json.dumps(
             {"artifact": "summary.json", "device": "cuda:NVIDIA H100", "libraries": {"trl": "0.29.0"},
              "git_commit": "abc", "lockfile": "train.txt:sha256:2", "method": method}))
+    dapo = layout.run_dir("tiny", "dapo", root)  # dynamic sampling: 30% of sampled completions mixed, all trained
+    dapo.mkdir(parents=True)
+    (dapo / "steps.jsonl").write_text("".join(json.dumps(
+        {**r, "frac_nonzero_var": 1.0, "frac_nonzero_var_sampled": 0.3, "dapo/refill_rounds": 2.0}) + "\n"
+        for r in _steps(False)))
     # the judge's unique confusion matrix for the paper's held-out split: TP 56, FN 2, FP 3, TN 56
     layout.judge_calibration("tiny", root).parent.mkdir(parents=True, exist_ok=True)
     layout.judge_calibration("tiny", root).write_text(json.dumps(
@@ -65,7 +70,7 @@ def study(tmp_path_factory) -> tuple[Path, Path]:
 def test_failure_window_statistics_for_every_run(study) -> None:
     _, out = study
     fw = json.loads((out / "summary.json").read_text())["failure_window"]
-    assert set(fw) == {"tiny/grpo", "tiny/clip_cov"}
+    assert set(fw) == {"tiny/grpo", "tiny/clip_cov", "tiny/dapo"}
     c = fw["tiny/clip_cov"]
     assert c["steps_in_window"] == 11 and c["steps"] == 100
     assert c["nonzero_var_share_window"] == pytest.approx(0.2)
@@ -74,7 +79,19 @@ def test_failure_window_statistics_for_every_run(study) -> None:
     assert c["empty_mask_share_run"] == pytest.approx(11 * 0.75 / 100)
     assert fw["tiny/grpo"]["empty_mask_share_window"] is None  # no covariance mask in GRPO
     report = (out / "report.md").read_text()
-    assert "| tiny/clip_cov | 11 | 20.0% | 72.8% | 75.0% | 8.2% |" in report
+    assert "| tiny/clip_cov | 11 | 20.0% | 72.8% | 20.0% | 72.8% | 75.0% | 8.2% |" in report
+    d = fw["tiny/dapo"]  # the paper's share is the sampled one, before the filter; the trained one is 100%
+    assert d["filtered"] and d["nonzero_var_share_run"] == pytest.approx(0.3)
+    assert d["nonzero_var_trained_share_run"] == pytest.approx(1.0)
+    assert "| tiny/dapo | 11 | 30.0% | 30.0% | 100.0% | 100.0% | – | – |" in report
+
+
+def test_a_filtered_log_without_the_sampled_share_reports_none_rather_than_the_filtered_one() -> None:
+    from aggregate.context import failure_window
+
+    rows = [{"step": s, "fresh_rollout": 1.0, "frac_nonzero_var": 1.0, "dapo/refill_rounds": 1.0} for s in (1, 2)]
+    w = failure_window(rows, 2, (0.0, 1.0))
+    assert w["nonzero_var_share_run"] is None and w["nonzero_var_trained_share_run"] == 1.0
 
 
 def test_training_entropy_trace_over_the_whole_epoch(study) -> None:

@@ -68,6 +68,7 @@ def test_each_objective_trains_logs_and_checkpoints(method, tmp_path):
     if method == "dapo":  # dynamic sampling refilled every rollout with mixed groups only
         assert all(r["dapo/frac_kept"] == 1.0 and r["frac_nonzero_var"] == 1.0 for r in rows)
         assert all("dapo/refill_rounds" in r for r in rows)
+        assert all(0.0 <= r["frac_nonzero_var_sampled"] <= 1.0 for r in rows)  # the share before the filter
     assert json.loads((tmp_path / method / "summary.json").read_text())["failure_detector_reward_trace"]["n_points"] == 3
     assert any((tmp_path / method / "tb").iterdir())
 
