@@ -82,12 +82,16 @@ def test_train_and_judge_get_one_gpu_each(services):
         assert len(req["device_ids"]) == 1
 
 
-def test_the_workers_group_starts_all_eight_and_follows_the_queue(compose, services):
-    """`docker compose up infer-workers`: the eight workers (NUM_WORKERS decides which work), then a follower of
-    the queue; no silent scale default (a worker refuses an empty one)."""
+def test_the_workers_group_brings_num_workers_workers_and_follows_the_queue(compose, services):
+    """`docker compose up infer-workers`: workers 0..NUM_WORKERS-1 (worker k in the profiles workers-N, N > k;
+    the group in workers-$NUM_WORKERS; what Compose makes of it: test_compose_cli.py), then a follower of the
+    queue; no silent scale default (a worker refuses an empty one)."""
     group = services["infer-workers"]
-    assert group["profiles"] == ["infer"] and not gpu_requests(group)
-    assert group["depends_on"] == {w: {"condition": "service_started"} for w in WORKERS}
+    assert group["profiles"] == ["workers-${NUM_WORKERS:-8}"] and not gpu_requests(group)
+    assert group["depends_on"] == {w: {"condition": "service_started", **({"required": False} if i else {})}
+                                   for i, w in enumerate(WORKERS)}
+    for k, name in enumerate(WORKERS):
+        assert services[name]["profiles"] == [f"workers-{n}" for n in range(k + 1, 9)], name
     assert group["command"][:4] == ["python", "-m", "infer", "status"] and "--follow" in group["command"]
     assert group["environment"]["NUM_WORKERS"] == "${NUM_WORKERS:-8}"
     assert [n for n, svc in services.items() if svc.get("depends_on")] == ["infer-workers"]
@@ -107,8 +111,6 @@ def test_overrides_reach_every_container_and_results_reach_the_host(services):
 def test_bare_up_starts_nothing(services):
     """Every service sits in a profile, so `docker compose up` alone starts nothing heavy."""
     assert [n for n, s in services.items() if not s.get("profiles")] == []
-    for name in WORKERS:
-        assert services[name]["profiles"] == ["infer"]
 
 
 def test_gpu_services_share_memory_and_memlock(services):

@@ -48,16 +48,53 @@ def gpus(svc) -> list[dict]:
     return [d for d in devices if "gpu" in d.get("capabilities", [])]
 
 
-def test_up_infer_workers_names_a_service_that_brings_the_eight_workers(compose):
-    """`docker compose up infer-workers` (no --profile): naming the group selects it and its eight workers."""
-    svcs = services_of(compose("config", "--format", "json", "infer-workers", RCEA_SCALE="3b", NUM_WORKERS="2"))
-    assert sorted(svcs) == sorted(["infer-workers", *WORKERS])
-    assert set(svcs["infer-workers"]["depends_on"]) == set(WORKERS)
-    for i, name in enumerate(WORKERS):
-        env = svcs[name]["environment"]
-        assert (env["WORKER_RANK"], env["NUM_WORKERS"], env["RCEA_SCALE"]) == (str(i), "2", "3b")
-        assert [d["device_ids"] for d in gpus(svcs[name])] == [[str(i)]]
-    assert svcs["infer-workers"]["environment"]["NUM_WORKERS"] == "2"
+def started_by_up(compose, *profile, files=("compose.yaml",), **env) -> dict:
+    """The services `docker compose [--profile ...] up infer-workers` would start (Compose's own selection:
+    `config` with a service name resolves profiles and dependencies exactly as `up` does)."""
+    return services_of(compose(*profile, "config", "--format", "json", "infer-workers", files=files, **env))
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
+def test_up_infer_workers_starts_only_the_workers_whose_gpus_exist(compose, n):
+    """`docker compose up infer-workers` as typed (and Invoke's `--profile infer up ... infer-workers`) on a host
+    of n GPUs, NUM_WORKERS=n: the group and workers 0..n-1 on GPUs 0..n-1, no container for a GPU beyond them
+    (Docker refuses to start a container whose GPU index does not exist)."""
+    for profile in ((), ("--profile", "infer")):
+        svcs = started_by_up(compose, *profile, RCEA_SCALE="3b", NUM_WORKERS=str(n))
+        assert sorted(svcs) == sorted(["infer-workers", *WORKERS[:n]]), (profile, sorted(svcs))
+        assert set(svcs["infer-workers"]["depends_on"]) == set(WORKERS[:n])
+        for i, name in enumerate(WORKERS[:n]):
+            env = svcs[name]["environment"]
+            assert (env["WORKER_RANK"], env["NUM_WORKERS"], env["RCEA_SCALE"]) == (str(i), str(n), "3b")
+            assert [d["device_ids"] for d in gpus(svcs[name])] == [[str(i)]]
+        assert svcs["infer-workers"]["environment"]["NUM_WORKERS"] == str(n)
+
+
+def test_up_infer_workers_defaults_to_eight_and_reads_num_workers_from_the_env_file(compose, tmp_path):
+    assert sorted(started_by_up(compose)) == sorted(["infer-workers", *WORKERS])
+    (tmp_path / "gpus.env").write_text("NUM_WORKERS=4\n")   # what a user writes into .env on a 4-GPU host
+    svcs = started_by_up(compose, "--env-file", str(tmp_path / "gpus.env"))
+    assert sorted(svcs) == sorted(["infer-workers", *WORKERS[:4]])
+
+
+def test_a_worker_count_outside_one_to_eight_is_refused_by_compose(compose):
+    for bad in ("0", "9", "four"):
+        out = compose("config", "--format", "json", "infer-workers", NUM_WORKERS=bad)
+        assert out.returncode != 0 and "infer-worker-0" in out.stderr, (bad, out.stderr)
+
+
+def test_the_cpu_rehearsal_starts_the_same_workers(compose):
+    svcs = started_by_up(compose, files=("compose.yaml", "compose.cpu.yaml"), NUM_WORKERS="2")
+    assert sorted(svcs) == ["infer-worker-0", "infer-worker-1", "infer-workers"]
+    assert not any(gpus(s) for s in svcs.values())
+
+
+def test_no_profile_starts_workers_without_the_group_and_teardown_sees_all_eight(compose):
+    """`docker compose --profile infer up` (no service named) starts no worker at all: only naming the group
+    picks the count. `--profile '*'` (what `down` is run with) still loads every worker."""
+    assert services_of(compose("--profile", "infer", "config", "--format", "json", NUM_WORKERS="2")) == {}
+    out = compose("--profile", "*", "config", "--services", NUM_WORKERS="2")
+    assert out.returncode == 0 and set(WORKERS) <= set(out.stdout.split()), out.stderr
 
 
 def test_the_infer_device_check_reserves_one_gpu(compose):
