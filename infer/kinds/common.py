@@ -1,0 +1,49 @@
+"""What every kind's runner shares: the job's configuration, its adapter, prompts, answer checks and seeds."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from rcea.config import load_config
+from rcea.data import chat_messages
+from rcea.paths import data_dir
+from rcea.store import checkpoint_complete
+
+
+class JobInputError(RuntimeError):
+    """The inputs of a job are missing or malformed; the message says which and what to do."""
+
+
+def derive_seed(base: int, question_id: str, k: int) -> int:
+    """A per-sample seed from (base seed, question, sample index); independent of processing order."""
+    return int(np.random.SeedSequence([base, zlib.crc32(question_id.encode()), k]).generate_state(1)[0])
+
+
+def job_config(payload: dict):
+    cfg = load_config(payload["scale"], None, payload.get("overrides", ()))
+    if cfg.hash() != payload["config_hash"]:
+        raise JobInputError(f"the configuration changed since this job was enqueued ({cfg.hash()} != "
+                            f"{payload['config_hash']}); re-enqueue with --retry-failed or restore the config")
+    return cfg
+
+
+def adapter_path(rel: str | None) -> str | None:
+    if rel is None:
+        return None
+    path = data_dir() / rel
+    if not checkpoint_complete(path):
+        raise JobInputError(f"checkpoint {rel} is missing or incomplete (needs its adapter files and the "
+                            "manifest training writes last); finish or rerun training, then re-enqueue with --retry-failed")
+    return str(path)
+
+
+def encode(tokenizer, problem: str, cfg) -> list[int]:
+    ids = tokenizer.apply_chat_template(chat_messages(problem, cfg), add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+def check_answer(text: str, reference: str):
+    from rcea.verify import verify
+    return verify(text, reference)
