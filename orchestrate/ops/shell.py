@@ -17,6 +17,19 @@ def sh(argv) -> str:
     return shlex.join(argv)
 
 
+def share_overrides(c, overrides) -> None:
+    """Overrides reach every process of a pipeline (and, through compose.yaml, every container)."""
+    shared = [o for o in os.environ.get("RCEA_OVERRIDES", "").split(";") if o.strip()]
+    os.environ["RCEA_OVERRIDES"] = ";".join([*overrides, *shared])
+    say_overrides(c)
+
+
+def say_overrides(c) -> None:
+    """Under `--dry`, the overrides every process will apply (they travel in $RCEA_OVERRIDES, not in argv)."""
+    if is_dry(c) and os.environ.get("RCEA_OVERRIDES", "").strip(";"):
+        print(f"# overrides for every process (RCEA_OVERRIDES): {os.environ['RCEA_OVERRIDES']}")
+
+
 def is_dry(c) -> bool:
     return bool(c.config.run.dry)
 
@@ -26,7 +39,10 @@ def run_all(c, commands, **kw):
     os.chdir(ROOT)  # commands use project-relative paths, like .envs/train/bin/python
     if is_dry(c) and not sys.stdout.isatty():
         kw.setdefault("echo_format", "{command}")  # Invoke's bold white is for terminals, not for pipes
-    return [c.run(sh(argv), **kw) for argv in commands]
+    from orchestrate.ops.interrupt import guard
+
+    with guard():   # Ctrl-C / SIGTERM: every child ends, one line, exit 130 / 143
+        return [c.run(sh(argv), **kw) for argv in commands]
 
 
 def _probe(argv) -> bool:

@@ -1,18 +1,20 @@
 """The whole study as a list of stages, and the executor that runs them (`invoke study`, `invoke demo`).
 
 A study is a plain list of `Stage`s; each stage hands its work (a tuple of `Unit`s, each a sequence of
-argvs run in order) to an executor chosen by name (`EXECUTORS`): `local` runs the commands here, locally at
-the tiny scale or through `docker compose` at 3b/7b, and the tiny training runs as work units
-(orchestrate.units.TrainUnit) through the local engine (orchestrate/executors/local.py, two at a time);
+argvs run in order) to an executor chosen by name (`EXECUTORS`): `local` runs the commands here, each by the
+scale's launcher (rcea.launch: a local process, or `docker compose` on one GPU host), and the training runs
+as work units (orchestrate.units.TrainUnit) through the local engine (orchestrate/executors/local.py: the
+scale's slots side by side, one per training GPU in a container, a ledger, a log per unit, a retry of a
+transient exit, the other runs going on past a failed one, named at the end);
 `ray` runs the train and workers stages as Ray work units on a cluster (orchestrate/executors/study.py; a
 local Ray without an address) and the rest here. Stages:
 
-    prepare     tiny model / warm start (tiny) and the training pool
-    train       each method (tiny: two side by side on CPU; 3b/7b: one at a time on the training GPU),
-                with --resume: a run killed earlier continues from its newest complete checkpoint, a
-                finished one is reused; each run enqueues all of its measurements as soon as it has finished
-    workers     the measurement jobs (tiny: two local worker processes; 3b/7b: Compose workers 0..N-1), then a
-                check that every job is done
+    prepare     the model where it is built here (the tiny one, its warm start) and the training pool
+    train       each method, `slots.train` side by side (or one per GPU of `train_gpus`), with --resume: a
+                run killed earlier continues from its newest complete checkpoint, a finished one of the same
+                settings is reused; each run enqueues all of its measurements once it has finished
+    workers     the measurement jobs (--num-workers local worker processes or Compose GPU workers 0..N-1),
+                then a check that every job is done
     judge       process validity of the verified successes (rules in the toy world, else the LLM judge)
     modes       semantic modes: induce, assign, reconcile, freeze (rules in the toy world, else the codebook)
     audit       the partition-audit sample (drawn once; annotate with `invoke audit --serve`)
@@ -25,7 +27,9 @@ rerun resumes where the last one stopped.
 from __future__ import annotations
 
 import os
+import shlex
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,16 +37,17 @@ from invoke.exceptions import Exit
 
 from rcea import layout
 from orchestrate.ops import commands as cmd
+from orchestrate.ops import interrupt
+from rcea.launch import launch
 from rcea.progress import duration
 from orchestrate.ops.shell import ROOT, container_ids, is_dry, run_all
-from orchestrate.units import SLOTS, TrainUnit
+from orchestrate.units import TrainUnit
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
 QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
                    "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=4",
                    "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
                    "aggregate.bootstrap_resamples=200")
-TINY_TRAIN_JOBS = SLOTS["cpu"]["train"]  # objectives trained side by side on CPU (orchestrate.units.SLOTS)
 
 # Rough share of the tiny study's time per stage (seconds of `scripts/measure demo` on 2 cores under load,
 # docs/measurements.md: prepare 16 s with the shipped warm start, each objective ~105 s with two side by side,
@@ -66,6 +71,7 @@ class Stage:
     title: str
     units: tuple[Unit, ...]
     parallel: int = 1             # units at a time
+    gpus: tuple[int, ...] = ()    # host GPUs its units are pinned to, one each (the training GPUs)
     weight: float = field(default=10.0, compare=False)
 
     def commands(self) -> list[list[str]]:
@@ -82,29 +88,32 @@ def _stage(key: str, title: str, units, **kw) -> Stage:
     return Stage(key, title, units, weight=weight, **kw)
 
 
-def study_stages(scale: str, methods, num_workers: int = cmd.MAX_WORKERS) -> list[Stage]:
-    """The stage list of one study. Pure: the same list is printed by `--dry` and run otherwise."""
-    tiny = scale == "tiny"
+def study_stages(scale: str, methods, num_workers: int | None = None) -> list[Stage]:
+    """The stage list of one study. Pure: the same list is printed by `--dry` and run otherwise. What differs
+    between scales comes from the scale's `[launch]` record (rcea.launch), never from its name."""
+    lc = launch(scale)
+    num_workers = lc.workers if num_workers is None else num_workers
     n = len(methods)
-    stages = [_stage("prepare", "prepare (tiny model, warm start, training pool)" if tiny else
-                     "prepare (training pool)", [_unit("prepare", cmd.role_command("rcea.prepare", ["--scale", scale],
-                                                                                    scale))])]
-    jobs = TINY_TRAIN_JOBS if tiny else 1
-    at_a_time = f", {jobs} at a time" if n > 1 else ""
+    stages = [_stage("prepare", "prepare (the model where built here, warm start, training pool)",
+                     [_unit("prepare", cmd.role_command("rcea.prepare", ["--scale", scale], scale))])]
+    jobs = lc.train_slots()
+    gpus = lc.train_gpus if lc.gpus else ()
+    where = f" on GPU{'s' * (len(gpus) > 1)} {','.join(map(str, gpus))}" if gpus else ""
+    at_a_time = f", {min(jobs, n)} at a time" if n > 1 else ""
     stages.append(_stage(
-        "train", f"train {', '.join(methods)} ({n} objective{'s' * (n > 1)}{at_a_time}); each run then enqueues "
-                 "its measurements",
+        "train", f"train {', '.join(methods)} ({n} objective{'s' * (n > 1)}{at_a_time}{where}); each run then "
+                 "enqueues its measurements",
         [_unit(m, cmd.train_command(m, scale, resume=True), cmd.enqueue_command(scale, m),
-               work=TrainUnit(m, scale) if tiny else None) for m in methods],
-        parallel=jobs))
-    workers = (f"{cmd.TINY_WORKERS} local worker processes" if tiny
-               else f"{num_workers} GPU worker{'s' * (num_workers > 1)}")
+               work=TrainUnit(m, scale, launcher=lc.launcher)) for m in methods],
+        parallel=jobs, gpus=gpus))
+    workers = (f"{num_workers} GPU worker{'s' * (num_workers > 1)}" if lc.gpus
+               else f"{num_workers} local worker process{'es' * (num_workers > 1)}")
     stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers})", [_unit(
         "workers", cmd.workers_command(scale, num_workers, detach=False), cmd.status_command(scale, check=True))]))
-    up = [] if tiny else [cmd.judge_server_up(scale)]
+    up = [cmd.judge_server_up(scale)] if lc.judge_server else []
     stages.append(_stage("judge", "judge (process validity of the verified successes)",
                          [_unit("judge", *up, cmd.labels_command(scale, "validity"))]))
-    down = [] if tiny else [cmd.judge_server_stop(scale)]
+    down = [cmd.judge_server_stop(scale)] if lc.judge_server else []
     stages.append(_stage("modes", "modes (semantic modes: induce, assign, reconcile, freeze)",
                          [_unit("modes", cmd.labels_command(scale, "modes"), *down)]))
     stages.append(_stage("audit", "audit sample (pairs for the partition audit; drawn once)",
@@ -133,17 +142,18 @@ def check_endpoints(scale: str, dry: bool = False) -> None:
 
 
 def run_local(c, stage: Stage, log_dir: Path) -> None:
-    """The default executor: the commands run here (locally, or `docker compose` for 3b/7b); a stage whose
-    units are work units (the tiny training runs) runs them through the local engine, `stage.parallel` at a
-    time, then each completed one's remaining commands (its run's enqueue). A failed unit runs nothing more;
-    the stage stops once the others are done, naming each failure and its log."""
+    """The default executor: the commands run here (by the scale's launcher); a stage whose units are work
+    units (the training runs) runs them through the local engine, `stage.parallel` at a time (each pinned to
+    one of `stage.gpus`, if any), then each completed one's remaining commands (its run's enqueue). A failed
+    unit runs nothing more; the stage stops once the others are done, naming each failure and its log."""
     if is_dry(c) or not stage.units or any(u.work is None for u in stage.units):
         return run_all(c, stage.commands())
     from orchestrate.executors import execute
 
     os.chdir(ROOT)
     role = stage.units[0].work.role
-    report = execute([u.work for u in stage.units], "local", label=stage.key, parallel={role: stage.parallel})
+    report = execute([u.work for u in stage.units], "local", label=stage.key, parallel={role: stage.parallel},
+                     gpus={role: list(stage.gpus)} if stage.gpus else None)
     run_all(c, [a for u in stage.units if u.work.key not in report.failed for a in u.commands[1:]])
     if report.failed:
         lines = "\n".join(f"  {k}: {v}" for k, v in sorted(report.failed.items()))
@@ -151,22 +161,22 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
                    "fix the cause and rerun: complete units are skipped", code=1)
 
 
-def _ray(scale: str, methods, address: str | None):
+def _ray(scale: str, methods, address: str | None, num_workers: int | None = None):
     from orchestrate.executors.study import RayStage   # imports Ray only when a stage needs it
 
-    return RayStage(scale, list(methods), address, local=run_local)
+    return RayStage(scale, list(methods), address, local=run_local, num_workers=num_workers)
 
 
 EXECUTORS = {"local": run_local, "ray": _ray}
 
 
-def executor(engine: str, scale: str, methods, address: str | None = None):
+def executor(engine: str, scale: str, methods, address: str | None = None, num_workers: int | None = None):
     """The executor function `f(c, stage, log_dir)` of an engine name (`local`: every stage runs here).
-    An engine that runs some stages elsewhere takes `scale` and `methods` and falls back on `run_local`;
-    `address` (HOST:PORT of a Ray head) is for `ray` only."""
+    An engine that runs some stages elsewhere takes `scale`, `methods` and the measurement workers and falls
+    back on `run_local`; `address` (HOST:PORT of a Ray head) is for `ray` only."""
     name = cmd.choice("engine", engine, tuple(EXECUTORS))
     if name == "ray":
-        return _ray(scale, methods, address or None)
+        return _ray(scale, methods, address or None, num_workers)
     if address:
         raise Exit(f"--address {address} names a Ray cluster: add --engine ray", code=2)
     return EXECUTORS[name]
@@ -188,7 +198,30 @@ def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = 
         if os.getuid() == 0 and any("docker" in argv for s in stages for argv in s.commands()):
             os.chown(results, *container_ids())   # root's containers run as 1000:1000 (orchestrate.ops.shell)
     t0 = time.monotonic()
-    for i, stage in enumerate(stages, 1):
-        print(banner(i, stages, time.monotonic() - t0), flush=True)
-        execute(c, stage, log_dir)
+    with interrupt.guard(), data_lock(c):
+        for i, stage in enumerate(stages, 1):
+            print(banner(i, stages, time.monotonic() - t0), flush=True)
+            execute(c, stage, log_dir)
     return time.monotonic() - t0
+
+
+@contextmanager
+def data_lock(c):
+    """One study at a time per data folder (rcea.datalock); a dry run takes none."""
+    if is_dry(c):
+        yield
+        return
+    import sys
+
+    from rcea import datalock
+
+    folder = (ROOT / cmd.data_root()).resolve()
+    try:
+        fd = datalock.acquire(folder, shlex.join(["invoke", *sys.argv[1:]]))
+    except datalock.Busy as exc:
+        raise Exit(f"{interrupt.task_name()}: {exc}", code=1) from None
+    interrupt.on_interrupt(lambda: datalock.release(folder, fd))
+    try:
+        yield
+    finally:
+        datalock.release(folder, fd)
