@@ -6,56 +6,40 @@
     invoke train --method kl_cov --scale 3b     3b/7b: `docker compose run --rm train ...` (GPU host)
     invoke --dry <task> ...                     print the exact command(s) instead of running them
 
-Runs in the tools environment (.envs/tools): no torch and no role package is imported here. The tasks
-only declare options; the command builders, the study runner, the lockfiles and the doctor live in
-orchestrate/ops/ (tested in tests/deploy/ against the exact command lines).
+Runs in the tools environment (.envs/tools), importing no torch and no role package. The tasks only declare options;
+the builders, study runner, lockfiles and doctor live in orchestrate/ops/ (tested in tests/deploy/).
 """
 from __future__ import annotations
 
-import os
 import shlex
 
 from invoke import task
 from invoke.exceptions import Exit
 
 from rcea.config import METHODS, SCALES
+from rcea.launch import launch
 from orchestrate.ops import doctor as doc
 from orchestrate.ops import images
 from orchestrate.ops import lockfiles as lk
 from orchestrate.ops import study as st
-from orchestrate.ops.commands import (AUDIT_PORT, MAX_WORKERS, ROLES, WHATS,
-                               aggregate_command, audit_command, audit_import_command, audit_serve_command,
-                               check_overrides, check_workers, choice, codebook_commands,
-                               data_root, enqueue_command, judge_commands, local_command,
-                               parse_methods, published_dir, role_command, status_command, train_command,
-                               warm_start_command, workers_command)
-from orchestrate.ops.shell import is_dry, require_compose, run_all
+from orchestrate.ops.commands import (
+    AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command, audit_serve_command,
+    check_overrides, check_workers, choice, codebook_commands, data_root, enqueue_command, judge_commands,
+    local_command, parse_methods, published_dir, role_command, status_command, train_command, warm_start_command,
+    workers_command)
+from orchestrate.ops.shell import is_dry, require_compose, run_all, say_overrides, share_overrides
 from rcea.progress import duration
 
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
 H_METHOD = f"RL objective: {', '.join(METHODS)}"
-H_WORKERS = f"GPUs/workers to start, 1..{MAX_WORKERS} (3b/7b; default: $NUM_WORKERS or {MAX_WORKERS})"
+H_WORKERS = f"measurement workers 1..{MAX_WORKERS}, processes or one GPU each (default: configs/scales/*.toml)"
 
 
 def _at(c, scale: str, what: str, tiny_hint: str, gpu: bool = True) -> str:
-    """Validate the scale; real scales need Docker (or `--dry`)."""
-    choice("scale", scale, SCALES)
-    if scale != "tiny":
+    """Validate the scale; a scale launched through Compose needs Docker (or `--dry`)."""
+    if not launch(choice("scale", scale, SCALES)).local:
         require_compose(c, what, f"run it locally at the tiny scale: {tiny_hint}" if gpu else tiny_hint, gpu)
     return scale
-
-
-def _share_overrides(c, overrides) -> None:
-    """Overrides reach every process of a pipeline (and, through compose.yaml, every container)."""
-    shared = [o for o in os.environ.get("RCEA_OVERRIDES", "").split(";") if o.strip()]
-    os.environ["RCEA_OVERRIDES"] = ";".join([*overrides, *shared])
-    _say_overrides(c)
-
-
-def _say_overrides(c) -> None:
-    """Under `--dry`, the overrides every process will apply (they travel in $RCEA_OVERRIDES, not in argv)."""
-    if is_dry(c) and os.environ.get("RCEA_OVERRIDES", "").strip(";"):
-        print(f"# overrides for every process (RCEA_OVERRIDES): {os.environ['RCEA_OVERRIDES']}")
 
 
 @task(help={"scale": H_SCALE})
@@ -74,7 +58,7 @@ def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=No
     choice("scale", scale, SCALES)
     argv = train_command(method, scale, max_steps=max_steps, resume=resume,
                          overrides=check_overrides(override, scale))
-    _say_overrides(c)
+    say_overrides(c)
     _at(c, scale, "training", f"invoke train --method {method} --scale tiny")
     run_all(c, [argv])
 
@@ -93,9 +77,8 @@ def infer(c, scale="tiny", method="grpo", what="all"):
 @task(help={"scale": H_SCALE, "num-workers": H_WORKERS,
             "lease": "seconds a job's claim lasts without a heartbeat (default 300)"})
 def workers(c, scale="tiny", num_workers=None, lease=0.0):
-    """Run the inference workers until the queue is empty (tiny: one local process; else N GPU workers)."""
-    choice("scale", scale, SCALES)
-    n = check_workers(num_workers, scale)
+    """Run the inference workers (tiny: local processes until the queue is empty; 3b/7b: GPU containers)."""
+    n = check_workers(num_workers, choice("scale", scale, SCALES))
     if float(lease) < 0:
         raise Exit(f"invalid --lease {lease!r}; seconds > 0 (0: the worker's default, 300)", code=2)
     _at(c, scale, "the inference workers", "invoke workers --scale tiny")
@@ -157,10 +140,10 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
 
     Stages: prepare, train (each run enqueues its measurements), workers, judge, modes, audit sample,
     aggregate, results/<scale>/ on the host."""
-    stages = st.study_stages(choice("scale", scale, SCALES), parse_methods(methods),
-                             check_workers(num_workers, scale))
-    execute = st.executor(engine, scale, parse_methods(methods), address)
-    _share_overrides(c, check_overrides(override, scale))
+    n = check_workers(num_workers, choice("scale", scale, SCALES))
+    stages = st.study_stages(scale, parse_methods(methods), n)
+    execute = st.executor(engine, scale, parse_methods(methods), address, n)
+    share_overrides(c, check_overrides(override, scale))
     st.check_endpoints(scale, dry=is_dry(c))   # the judge and codebook serve their models, or stop before GPU work
     _at(c, scale, "the study", "invoke study --scale tiny")
     _run(c, "study", scale, stages, execute)
@@ -169,8 +152,8 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
 def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
     took = st.run_study(c, stages, execute)
     print(f"\n=== {name} done in {duration(took)}")
-    if scale == "tiny":
-        print(f"=== report: {data_root()}/results/tiny/report.md (tables/ and figures/ beside it)")
+    if launch(scale).local:
+        print(f"=== report: {data_root(scale)}/results/{scale}/report.md (tables/ and figures/ beside it)")
     print(f"=== results: {published_dir(scale)}/ on this machine")
 
 
@@ -234,12 +217,11 @@ def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
 
     Warm start, each objective from that warm start, probe / greedy / pass@k / covariance jobs at the
     base policy and the milestones, the rule-based judge and modes, the audit sample and the aggregation.
-    Complete stages are reused on a second run.
-    """
+    Complete stages are reused on a second run (a run of other settings, e.g. --quick's, is not)."""
     stages = st.study_stages("tiny", parse_methods(methods))
     execute = st.executor(engine, "tiny", parse_methods(methods), address)
     if quick:
-        _share_overrides(c, st.QUICK_OVERRIDES)
+        share_overrides(c, st.QUICK_OVERRIDES)
     _run(c, "demo", "tiny", stages, execute)
 
 

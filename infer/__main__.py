@@ -82,7 +82,9 @@ def cmd_worker(args) -> int:
     if args.processes < 1:
         print(f"error: --processes {args.processes}: at least 1", file=sys.stderr)
         return 2
-    if args.processes > 1 and (args.gpu is not None or args.scale != "tiny"):
+    from rcea.launch import launch
+
+    if args.processes > 1 and (args.gpu is not None or launch(args.scale).gpus):
         print("error: --processes is for the tiny scale on CPU; on GPUs start one worker per GPU "
               "(`invoke workers --scale S --num-workers N`)", file=sys.stderr)
         return 2

@@ -26,10 +26,11 @@ Runner = Callable[[dict, "Context", Callable[[str, int, int], None]], dict]
 
 def resolve_model(cfg) -> str:
     """The tiny model (built on demand), a local copy under data/models/, or a snapshot at model.revision."""
+    from rcea.launch import TINY_MODEL
     from rcea.tiny import model_path
 
     name = cfg["model.name"]
-    if name == "tiny":
+    if name == TINY_MODEL:
         return model_path(cfg)
     for local in (layout.models_dir(name), layout.models_dir(name.split("/")[-1])):
         if (local / "config.json").exists():

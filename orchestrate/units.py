@@ -4,11 +4,13 @@ A unit is a function of its spec. It writes its outputs under names derived from
 (temp file + rename) with a manifest last, so `done(data_root)` is "every output's manifest exists" and
 running a unit twice is harmless (the role's own code skips complete outputs).
 
-    TrainUnit(method, scale, seed, overrides)   one training run  -> train/<scale>/<method>[-seed<N>]/
+    TrainUnit(method, scale, seed, overrides, launcher)   one training run  -> train/<scale>/<method>[-seed<N>]/
     MeasureUnit(key, kind, payload)             one measurement job (what the SQLite queue holds, as
                                                 `python -m infer plan` prints it) -> its table parts
 
-Each unit has a deterministic `key` (readable prefix + a digest of its spec), a `role` (the environment
+Each unit has a deterministic `key` (readable prefix + a digest of its spec: for a training run, the hash of its
+training settings after the scale file, $RCEA_OVERRIDES and its own overrides, so a run with other settings is
+another unit, never "already complete"), a `role` (the environment
 or image that runs it: "train" or "infer"), a `group` (units of one group read the same checkpoint and
 run in one process, so the model is loaded once), `done(data_root)`, and a static
 `command(batch, python, data_root, spec_dir)`: the argv running a batch of its kind in the role's
@@ -23,15 +25,19 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from rcea import layout
 from rcea.store import is_complete, job_complete
 
 ROLES = ("train", "infer")
-# Units of each role running side by side on one machine: the tiny scale on CPU (two tiny training runs, one
-# measurement process; each uses one CPU thread), real scales on GPUs (one training GPU, eight workers).
+# The engines' defaults when a caller names no slots: units of each role side by side on one machine, on CPU
+# (each uses one CPU thread) or on GPUs (one per unit). A study passes its scale's own (rcea.launch `slots`).
 SLOTS = {"cpu": {"train": 2, "infer": 1}, "gpu": {"train": 1, "infer": 8}}
+# Exit statuses of `docker compose run` when its container was killed (SIGKILL: `docker kill`, the OOM killer;
+# SIGTERM): a retry may cure them, as a killed local process.
+CONTAINER_KILLED = (137, 143)
 
 
 def digest(spec) -> str:
@@ -41,18 +47,47 @@ def digest(spec) -> str:
 
 @dataclass(frozen=True)
 class TrainUnit:
-    """One training run. `seed` None keeps the configuration's `train.seed` and the default run folder."""
+    """One training run. `seed` None keeps the configuration's `train.seed` and the default run folder.
+    `launcher` (rcea.launch): "local", a process in the train environment; "compose", the train container of
+    compose.yaml, pinned to the GPU the executor hands it (`gpu_env`: compose.yaml's TRAIN_GPU)."""
 
     method: str
     scale: str
     seed: int | None = None
     overrides: tuple[str, ...] = ()
+    launcher: str = "local"
     role = "train"
 
     @property
     def spec(self) -> dict:
         return {"unit": "train", "method": self.method, "scale": self.scale, "seed": self.seed,
-                "overrides": list(self.overrides)}
+                "overrides": list(self.overrides), "config": self.config_hash}
+
+    def all_overrides(self) -> list[str]:
+        return [*self.overrides, *([f"train.seed={self.seed}"] if self.seed is not None else [])]
+
+    @cached_property
+    def config_hash(self) -> str:
+        """The hash `python -m train` gives this run's settings (rcea.config, scope train; $RCEA_OVERRIDES read
+        now), which it stores in the run folder's config/resolved.json and summary.json."""
+        from rcea.config import load_config
+
+        return load_config(self.scale, self.method, self.all_overrides()).hash("train")
+
+    @property
+    def in_container(self) -> bool:
+        return self.launcher == "compose"
+
+    @property
+    def outputs_visible(self) -> bool:
+        """Whether this machine sees the run folder: a container writes into the data volume, which only the
+        train container reads (it reuses a complete run of the same settings and refuses another's)."""
+        return not self.in_container
+
+    @property
+    def gpu_env(self) -> str:
+        """The variable that pins the unit to the GPU an executor hands it."""
+        return "TRAIN_GPU" if self.in_container else "CUDA_VISIBLE_DEVICES"
 
     @property
     def key(self) -> str:
@@ -68,27 +103,73 @@ class TrainUnit:
         return layout.run_dir(self.scale, name, data_root)
 
     def done(self, data_root) -> bool:
-        """summary.json is written (then its manifest) only after the last checkpoint."""
-        return is_complete(self.output(data_root) / "summary.json")
+        """summary.json is written (then its manifest) only after the last checkpoint, with the hash of the
+        settings it was trained with: a run of other settings (the quick demo's, another override) is not this
+        unit's. False where this machine cannot see the run folder (a container's volume)."""
+        summary = layout.RunFolder(self.output(data_root)).summary
+        if not self.outputs_visible or not is_complete(summary):
+            return False
+        try:
+            return json.loads(summary.read_text()).get("config_hash") == self.config_hash
+        except (OSError, ValueError):
+            return False
+
+    def set_aside(self, data_root) -> Path | None:
+        """Before the run: a run folder holding a run of other settings is moved out of the way (kept under
+        `layout.superseded_run_dir` by its hash, never deleted), and one kept earlier under this unit's hash is
+        moved back (then it resumes or is reused), so the unit trains its own settings, never another's.
+        Returns where the other run went (None: nothing moved)."""
+        out = self.output(data_root)
+        resolved = layout.RunFolder(out).config / "resolved.json"
+        try:
+            theirs = json.loads(resolved.read_text()).get("hash") if resolved.exists() else None
+        except (OSError, ValueError):
+            theirs = None
+        if not self.outputs_visible or not theirs or theirs == self.config_hash:
+            return None
+        name = out.name
+        kept = layout.superseded_run_dir(self.scale, name, theirs, data_root)
+        mine = layout.superseded_run_dir(self.scale, name, self.config_hash, data_root)
+        import shutil
+
+        from rcea.store import FolderBusy, folder_lock
+
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with folder_lock(layout.RunFolder(out).lock):   # not while a study trains in it
+                if kept.exists():   # an older copy of the same settings: the newer one in the run folder wins
+                    shutil.rmtree(kept)
+                out.rename(kept)
+        except FolderBusy as exc:
+            raise OSError(f"{exc}; wait until it has finished (or stop it), then rerun") from None
+        if mine.exists():
+            mine.rename(out)
+        return kept
 
     def args(self, data_root) -> list[str]:
         """`python -m train` arguments; `--resume` makes a retry continue from its newest checkpoint
         (and a complete run is reused), so a second run of the unit is harmless."""
         args = ["-m", "train", "--method", self.method, "--scale", self.scale, "--resume"]
-        overrides = list(self.overrides)
         if self.seed is not None:
-            overrides.append(f"train.seed={self.seed}")
             args += ["--output", str(self.output(data_root))]
-        for o in overrides:
+        for o in self.all_overrides():
             args += ["--override", o]
         return args
 
     @staticmethod
     def command(batch, python: str, data_root, spec_dir) -> list[str]:
-        """The argv of a batch: a training unit runs alone."""
+        """The argv of a batch: a training unit runs alone, after `set_aside` made room for its settings.
+        In a container: `docker compose run --rm train python -m train ...` (the image's python, the volume's
+        data folder)."""
         if len(batch) != 1:
             raise ValueError("a training batch holds exactly one unit")
-        return [python, *batch[0].args(data_root)]
+        unit = batch[0]
+        if unit.in_container:
+            return ["docker", "compose", "run", "--rm", "-T", "train", "python", *unit.args("data")]
+        moved = unit.set_aside(data_root)
+        if moved is not None:
+            print(f"[train] {unit.output(data_root)} held a run of other settings: kept as {moved}", flush=True)
+        return [python, *unit.args(data_root)]
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,9 @@ def stand_ins(cfg) -> list[str]:
 
 def study_judge(cfg, scale: str) -> tuple[str, list[str]] | None:
     """(base_url, served names) of the judge server a study at `scale` starts itself (3b/7b), None at tiny."""
-    return None if scale == "tiny" else (cfg["judge.base_url"], judge_served_names(cfg))
+    from rcea.launch import launch   # the scale's [launch] judge_server: whether the study starts it
+
+    return (cfg["judge.base_url"], judge_served_names(cfg)) if launch(scale).judge_server else None
 
 
 def preflight(cfg, scale: str | None = None, timeout_s: float = 10.0) -> list[str]:

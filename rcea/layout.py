@@ -82,6 +82,11 @@ class RunFolder:
         return self.path / RUN_LOCK
 
 
+def superseded_run_dir(scale: str, run: str, config_hash: str, root: str | Path | None = None) -> Path:
+    """Where a run folder trained under other settings is kept when a run of new settings takes its place."""
+    return _root(root) / "superseded" / "train" / scale / f"{run}-{config_hash}"
+
+
 def run_folder(scale: str, run: str, root: str | Path | None = None) -> RunFolder:
     return RunFolder(run_dir(scale, run, root))
 

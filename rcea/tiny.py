@@ -136,7 +136,9 @@ def ensure_policy(cfg) -> Path:
 def model_path(cfg) -> str:
     """What every role passes to `from_pretrained` as the base policy: the local tiny policy, or a local
     snapshot of the hub model at `model.revision` (rcea.hub; its commit goes into every manifest)."""
-    if cfg["model.name"] == "tiny":
+    from rcea.launch import tiny_model
+
+    if tiny_model(cfg):
         return str(ensure_policy(cfg))
     from rcea.hub import pinned_model
 

@@ -29,8 +29,10 @@ def main(argv=None) -> int:
         check_choice("scale", args.scale, SCALES)
         overrides = list(args.override) + ([f"train.max_steps={args.max_steps}"] if args.max_steps else [])
         cfg = load_config(args.scale, args.method, overrides)
-        if args.reward != "verifier" and cfg.scale != "tiny":
-            raise TrainSetupError("--reward synthetic is a smoke-test reward for --scale tiny only")
+        from rcea.launch import tiny_model
+
+        if args.reward != "verifier" and not tiny_model(cfg):
+            raise TrainSetupError("--reward synthetic is a smoke-test reward for the tiny model only (--scale tiny)")
         run_training(cfg, args.output, resume=args.resume, reward=args.reward)
     except (ConfigError, TrainSetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -36,7 +36,9 @@ def default_output(scale: str, method: str) -> Path:
 
 def on_cpu(cfg: Config) -> bool:
     """The tiny model trains on CPU whatever the scale's name; real models on the GPU."""
-    return cfg["model.name"] == "tiny"
+    from rcea.launch import tiny_model
+
+    return tiny_model(cfg)
 
 
 def check_host(cfg: Config) -> None:

@@ -93,12 +93,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         check_choice("method", args.method, METHODS)
-        if args.scale != "tiny":
-            raise ConfigError("python -m train.seeds runs the tiny toy world only (--scale tiny)")
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
         if len(seeds) < 2:
             raise ConfigError("--seeds needs at least two seeds to measure run-to-run noise")
         cfg0 = load_config(args.scale, args.method, args.override)
+        from rcea.launch import tiny_model
+
+        if not tiny_model(cfg0):   # several runs side by side on CPU
+            raise ConfigError("python -m train.seeds runs the tiny toy world only (--scale tiny)")
         if cfg0["data.world"] != "toy":
             raise ConfigError("python -m train.seeds needs data.world=toy (held-out questions with rule answers)")
     except (ConfigError, ValueError) as exc:

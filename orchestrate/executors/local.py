@@ -1,8 +1,10 @@
 """The local executor: batches as subprocesses on this machine, a few at a time per role.
 
 `parallel` caps the batches of each role running side by side (default: two training runs, one
-measurement process, as the tiny demo runs them on a small CPU). A batch that fails transiently is
-put back at the front of the line, up to `max_retries` times.
+measurement process, as the tiny demo runs them on a small CPU). `gpus` ({role: [host GPU, ...]}) pins each
+running batch of a role to one GPU of its list that no other batch holds (the unit's `gpu_env`: the train
+container's TRAIN_GPU), so training runs side by side on several GPUs of one host. A batch that fails
+transiently is put back at the front of the line, up to `max_retries` times.
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ DEFAULT_PARALLEL = SLOTS["cpu"]
 
 
 def run_local(batches, data_root, ledger, progress, report, log=print, parallel: dict | None = None,
-              max_retries: int = 2, expand=None) -> None:
+              max_retries: int = 2, expand=None, gpus: dict | None = None) -> None:
     limits = {**DEFAULT_PARALLEL, **(parallel or {})}
+    free = {role: list(ids) for role, ids in (gpus or {}).items() if ids}   # GPUs of a role no batch holds
+    for role, ids in free.items():
+        limits[role] = min(limits.get(role, 1), len(ids))
+    held = {}   # future -> its GPU
     env = driver_env()
     waiting = [(b, 1) for b in batches]
     running = {}   # future -> (batch, attempt)
@@ -34,11 +40,17 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
                     ledger.attempt(u.key, role, {"host": "local", "attempt": attempt})
                 if attempt == 1:
                     progress.start(role, len(batch))
-                note = f"attempt {attempt}"
-                running[pool.submit(run_batch, batch, data_root, env, None, note)] = (batch, attempt)
+                gpu = free[role].pop(0) if role in free else None
+                note = f"attempt {attempt}" + ("" if gpu is None else f", GPU {gpu}")
+                fut = pool.submit(run_batch, batch, data_root, env, None if gpu is None else [gpu], note)
+                running[fut] = (batch, attempt)
+                if gpu is not None:
+                    held[fut] = gpu
             finished, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
             for fut in finished:
                 batch, attempt = running.pop(fut)
+                if fut in held:
+                    free[batch[0].role].append(held.pop(fut))
                 if _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) and expand:
                     waiting += [(b, 1) for b in expand(batch)]
 

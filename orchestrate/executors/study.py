@@ -16,14 +16,20 @@ from __future__ import annotations
 
 from invoke.exceptions import Exit
 
-from orchestrate.units import SLOTS, MeasureUnit, TrainUnit, role_python
-
+from orchestrate.units import MeasureUnit, TrainUnit, role_python
+from rcea.launch import launch
 
 
 class RayStage:
-    def __init__(self, scale: str, methods, address: str | None = None, local=None, log=print):
+    """`num_workers`: measurement units side by side on a local Ray (None: the scale's `workers`), as the
+    local engine's worker processes; on a cluster its nodes' `infer` slots decide."""
+
+    def __init__(self, scale: str, methods, address: str | None = None, local=None, log=print,
+                 num_workers: int | None = None):
         self.scale, self.methods, self.address, self.local, self.log = scale, list(methods), address, local, log
-        self.gpus = scale != "tiny"
+        self.launch = launch(scale)
+        self.gpus = self.launch.gpus
+        self.num_workers = self.launch.workers if num_workers is None else num_workers
 
     def __call__(self, c, stage, log_dir) -> None:
         if stage.key not in ("train", "workers"):
@@ -69,8 +75,8 @@ class RayStage:
         from orchestrate.executors import execute
 
         opts = {"address": self.address, "gpus": self.gpus}
-        if not self.gpus and not self.address:
-            opts["parallel"] = dict(SLOTS["cpu"])   # a local Ray on CPU: the tiny scale's slots
+        if not self.address:   # a local Ray: the scale's training slots and the measurement workers
+            opts["parallel"] = {"train": self.launch.train_slots(), "infer": self.num_workers}
         report = execute(units, "ray", log=self.log, label=stage, follow=follow, **opts)
         if report.failed:
             lines = "\n".join(f"  {k}: {v}" for k, v in sorted(report.failed.items()))

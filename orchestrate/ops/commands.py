@@ -1,4 +1,6 @@
-"""Pure command builders: the exact argv of every stage, local (tiny) or through Compose (3b/7b).
+"""Pure command builders: the exact argv of every stage, by the scale's launcher (rcea.launch, the `[launch]`
+table of configs/scales/<scale>.toml): a process in the role's environment (`local`: tiny) or a container of
+compose.yaml (`compose`: 3b/7b).
 
 The scale reaches every container: `docker compose run` commands carry `--scale S` in their arguments,
 and the services started with `docker compose up` (workers, judge server) get `RCEA_SCALE=S` in their
@@ -14,14 +16,11 @@ from invoke.exceptions import Exit
 
 from rcea import layout
 from rcea.config import METHODS, SCALES, ConfigError, load_config  # rcea.config needs only the stdlib
+from rcea.launch import MAX_WORKERS, launch
 from rcea.layout import JOB_KINDS as KINDS
 
 WHATS = (*KINDS, "all")
 ROLES = ("train", "infer", "aggregate")
-MAX_WORKERS = 8
-# Local worker processes at the tiny scale: the two CPU cores the tiny study is sized for (the training
-# stage's side-by-side runs, orchestrate.units.SLOTS["cpu"]["train"], are the same two).
-TINY_WORKERS = 2
 # Which environment (and container) runs each entry module.
 ENV_OF = {"rcea.prepare": "train", "rcea.warmstart_rebuild": "train", "train": "train", "train.seeds": "train", "infer": "infer",
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "aggregate": "aggregate",
@@ -41,17 +40,15 @@ def choice(option: str, value, choices) -> str:
     return value
 
 
-def check_workers(n, scale: str | None = None) -> int:
-    """--num-workers (None: not given), else $NUM_WORKERS, else 8; each worker takes one GPU (3b/7b).
-    The tiny scale runs its local worker processes (TINY_WORKERS): a count given there is refused, not ignored."""
-    if scale == "tiny":
-        if n is not None and str(n) != "1":
-            raise Exit(f"invalid --num-workers {n!r}: the tiny scale runs {TINY_WORKERS} local worker processes "
-                       "on CPU; --num-workers is for 3b/7b (one GPU each), leave it out", code=2)
-        return 1
-    n = (os.environ.get("NUM_WORKERS") or MAX_WORKERS) if n is None else n
+def check_workers(n, scale: str = "3b") -> int:
+    """The measurement workers, the same under every engine and launcher: --num-workers (None: not given), else
+    Compose's $NUM_WORKERS (compose launcher), else the scale's `workers` (rcea.launch); each is a process (one
+    CPU thread) or a GPU."""
+    lc = launch(scale)
+    n = ((None if lc.local else os.environ.get("NUM_WORKERS")) or lc.workers) if n is None else n
     if not str(n).isdigit() or not 1 <= int(n) <= MAX_WORKERS:
-        raise Exit(f"invalid --num-workers {n!r}; valid choices: 1..{MAX_WORKERS} (one GPU each)", code=2)
+        each = "one GPU each" if lc.gpus else "one CPU process each"
+        raise Exit(f"invalid --num-workers {n!r}; valid choices: 1..{MAX_WORKERS} ({each})", code=2)
     return int(n)
 
 
@@ -77,7 +74,7 @@ def parse_methods(methods: str) -> list[str]:
 
 
 def local_command(module: str, args) -> list[str]:
-    """Tiny scale: run ``python -m <module> <args>`` in that module's own environment under .envs/."""
+    """The local launcher: run ``python -m <module> <args>`` in that module's own environment under .envs/."""
     return [f".envs/{ENV_OF[module]}/bin/python", "-m", module, *args]
 
 
@@ -86,8 +83,8 @@ def compose(*args: str) -> list[str]:
 
 
 def role_command(module: str, args, scale: str, run_opts=()) -> list[str]:
-    """Tiny runs locally; 3b/7b run the same module in the role's container (same working layout)."""
-    if scale == "tiny":
+    """The scale's launcher: a local process, or the same module in the role's container (same working layout)."""
+    if launch(scale).local:
         return local_command(module, args)
     return compose("run", "--rm", *run_opts, SERVICE_OF[ENV_OF[module]], "python", "-m", module, *args)
 
@@ -124,14 +121,14 @@ def worker_services(n: int) -> list[str]:
 
 
 def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = True, lease: float = 0) -> list[str]:
-    """Tiny: TINY_WORKERS local worker processes (one CPU thread each) until the queue is empty.
-    3b/7b: the `infer-workers` group of compose.yaml
+    """Local launcher: `num_workers` local worker processes (one CPU thread each) until the queue is empty.
+    Compose: the `infer-workers` group of compose.yaml
     (the eight workers, those at or above NUM_WORKERS exiting at once, and a follower of the queue):
     detached for `invoke workers` (`docker compose logs -f infer-workers` follows it), attached in the study,
     which returns when every worker and the follower have exited and stops them all if one fails."""
-    if scale == "tiny":
-        return local_command("infer", ["worker", "--scale", "tiny", "--until-empty",
-                                       "--processes", str(TINY_WORKERS),
+    if launch(scale).local:
+        return local_command("infer", ["worker", "--scale", scale, "--until-empty",
+                                       "--processes", str(num_workers),
                                        *(["--lease", f"{lease:g}"] if lease else [])])
     env = {"NUM_WORKERS": num_workers, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
     how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
@@ -164,12 +161,12 @@ def labels_command(scale: str, step: str) -> list[str]:
 
 def judge_commands(scale: str) -> list[list[str]]:
     run = labels_command(scale, "validity")
-    return [run] if scale == "tiny" else [judge_server_up(scale), run]
+    return [judge_server_up(scale), run] if launch(scale).judge_server else [run]
 
 
 def codebook_commands(scale: str) -> list[list[str]]:
     run = labels_command(scale, "modes")
-    return [run] if scale == "tiny" else [judge_server_up(scale), run]
+    return [judge_server_up(scale), run] if launch(scale).judge_server else [run]
 
 
 def audit_command(scale: str, action: str, *args: str, run_opts=()) -> list[str]:
@@ -177,7 +174,7 @@ def audit_command(scale: str, action: str, *args: str, run_opts=()) -> list[str]
 
 
 def audit_serve_command(scale: str, port: int = AUDIT_PORT) -> list[str]:
-    if scale == "tiny":
+    if launch(scale).local:
         return audit_command(scale, "serve", "--port", str(port))
     # In the container the page listens on all interfaces; the host publishes it on loopback only.
     return audit_command(scale, "serve", "--host", "0.0.0.0", "--port", str(port),
@@ -185,26 +182,26 @@ def audit_serve_command(scale: str, port: int = AUDIT_PORT) -> list[str]:
 
 
 def audit_import_command(scale: str, path: str) -> list[str]:
-    if scale == "tiny":
+    if launch(scale).local:
         return audit_command(scale, "import", path)
     inside = f"/workspace/import/{os.path.basename(path)}"  # the host file, mounted read-only
     return audit_command(scale, "import", inside, run_opts=("-v", f"{os.path.abspath(path)}:{inside}:ro"))
 
 
 def data_root(scale: str = "tiny") -> str:
-    """The data directory as the role processes see it: RCEA_DATA locally (tiny), the volume in containers."""
-    return os.environ.get("RCEA_DATA", "data") if scale == "tiny" else "data"
+    """The data directory as the role processes see it: $RCEA_DATA locally, the volume in containers."""
+    return launch(scale).data_root()
 
 
-def results_dir() -> str:
-    """Where a study's results land on the host: $RCEA_RESULTS, else ./results (one folder per scale)."""
-    return os.environ.get("RCEA_RESULTS", "results")
+def results_dir(scale: str = "tiny") -> str:
+    """Where a study's results land on the host: $RCEA_RESULTS, else ./results under the local launcher; the
+    folder compose.yaml bind-mounts (./results) under Compose (one folder per scale inside)."""
+    return launch(scale).results_root()
 
 
 def published_dir(scale: str) -> str:
-    """Where `publish_command` puts a scale's results on the host: $RCEA_RESULTS/<scale> at the tiny scale,
-    ./results/<scale> at 3b/7b (the folder compose.yaml bind-mounts)."""
-    return f"{results_dir() if scale == 'tiny' else 'results'}/{scale}"
+    """Where `publish_command` puts a scale's results on the host."""
+    return f"{results_dir(scale)}/{scale}"
 
 
 def aggregate_command(scale: str, skip_bad_parts: bool = False) -> list[str]:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from rcea.store import write_manifest
+from rcea import layout
 from orchestrate.units import MeasureUnit, TrainUnit, batches, digest, role_python
 
 
@@ -21,7 +22,8 @@ def job(kind="greedy", method="grpo", step=4, adapter="train/tiny/grpo/checkpoin
 def test_keys_are_stable_and_follow_the_spec():
     a, b = TrainUnit("grpo", "tiny"), TrainUnit("grpo", "tiny")
     assert a.key == b.key and a.key.startswith("train:tiny:grpo:")
-    assert TrainUnit("grpo", "tiny", seed=2).key != a.key != TrainUnit("grpo", "tiny", overrides=("train.lr=1",)).key
+    assert TrainUnit("grpo", "tiny", seed=2).key != a.key != TrainUnit(
+        "grpo", "tiny", overrides=("train.learning_rate=1e-4",)).key
     m = MeasureUnit.from_job(job())
     shuffled = json.loads(json.dumps(job(), sort_keys=True))   # same spec, another key order
     assert MeasureUnit.from_job(shuffled).key == m.key and m.key.startswith("infer:tiny:greedy:grpo-4:")
@@ -81,10 +83,53 @@ def test_train_unit_done_is_the_summary_manifest(tmp_path):
     t = TrainUnit("grpo", "tiny")
     summary = tmp_path / "train" / "tiny" / "grpo" / "summary.json"
     summary.parent.mkdir(parents=True)
-    summary.write_text("{}")
+    summary.write_text(json.dumps({"config_hash": t.config_hash}))
     assert not t.done(tmp_path)
     write_manifest(summary)
     assert t.done(tmp_path)
+
+
+def fake_run(t, root, config_hash):
+    """A complete run folder as `python -m train` leaves it: the settings' hash in config/ and summary.json."""
+    out = t.output(root)
+    (out / "config").mkdir(parents=True)
+    (out / "config" / "resolved.json").write_text(json.dumps({"hash": config_hash}))
+    (out / "summary.json").write_text(json.dumps({"config_hash": config_hash}))
+    write_manifest(out / "summary.json")
+    return out
+
+
+def test_a_run_of_other_settings_is_another_unit_and_is_set_aside_not_reused(tmp_path, monkeypatch):
+    """`scripts/run demo` after `demo --quick` on one data folder: the quick settings travel in RCEA_OVERRIDES.
+    The full demo's unit has another key, the quick run is not its output (so it trains), and the quick run is
+    kept aside, coming back when the quick settings are asked for again."""
+    from rcea.config import load_config
+
+    monkeypatch.setenv("RCEA_OVERRIDES", "train.max_steps=4;train.save_steps=2")
+    quick = TrainUnit("grpo", "tiny")
+    assert quick.config_hash == load_config("tiny", "grpo").hash("train")   # what `python -m train` stores
+    out = fake_run(quick, tmp_path, quick.config_hash)
+    assert quick.done(tmp_path)
+    monkeypatch.setenv("RCEA_OVERRIDES", "")
+    full = TrainUnit("grpo", "tiny")
+    assert full.key != quick.key and not full.done(tmp_path)
+    assert full.set_aside(tmp_path) == layout.superseded_run_dir("tiny", "grpo", quick.config_hash, tmp_path)
+    assert not out.exists()   # the full run trains into an empty folder
+    fake_run(full, tmp_path, full.config_hash)
+    assert full.done(tmp_path) and full.set_aside(tmp_path) is None   # its own settings: left alone
+    monkeypatch.setenv("RCEA_OVERRIDES", "train.max_steps=4;train.save_steps=2")
+    again = TrainUnit("grpo", "tiny")
+    assert again.set_aside(tmp_path) == layout.superseded_run_dir("tiny", "grpo", full.config_hash, tmp_path)
+    assert again.done(tmp_path)   # the quick run came back, complete: reused, not retrained
+
+
+def test_a_container_unit_is_pinned_by_compose_and_never_judged_from_the_host(tmp_path):
+    t = TrainUnit("grpo", "3b", launcher="compose")
+    fake_run(t, tmp_path, t.config_hash)   # even a complete run here: the volume, not this folder, decides
+    assert not t.done(tmp_path) and t.set_aside(tmp_path) is None and t.gpu_env == "TRAIN_GPU"
+    assert TrainUnit.command([t], "py", tmp_path, tmp_path) == [
+        "docker", "compose", "run", "--rm", "-T", "train", "python", "-m", "train", "--method", "grpo", "--scale",
+        "3b", "--resume"]
 
 
 def test_role_python(monkeypatch, tmp_path):

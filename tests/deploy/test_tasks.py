@@ -189,8 +189,14 @@ def test_the_stage_list_is_plain_data_for_other_executors():
     train = stages[1]
     assert [u.name for u in train.units] == ["grpo", "dapo"] and train.parallel == 1
     assert all(isinstance(a, tuple) and all(isinstance(x, str) for x in a) for u in train.units for a in u.commands)
+    # 3b: each run is a work unit too, launched as the train container on the scale's training GPU ([0])
+    assert train.gpus == (0,) and [u.work for u in train.units] == [TrainUnit(m, "3b", launcher="compose")
+                                                                    for m in ("grpo", "dapo")]
+    for u in train.units:   # the container's argv is the dry run's, without a TTY (its output goes to the unit's log)
+        argv = TrainUnit.command([u.work], "unused", "unused", "unused")
+        assert argv == [*u.commands[0][:4], "-T", *u.commands[0][4:]] and u.work.gpu_env == "TRAIN_GPU"
     tiny = study.study_stages("tiny", ["grpo", "dapo", "gtpo"])
-    assert tiny[1].parallel == study.TINY_TRAIN_JOBS and all(u.work is None for u in train.units)
+    assert tiny[1].parallel == 2 and tiny[1].gpus == ()   # configs/scales/tiny.toml [launch] slots.train
     for u, m in zip(tiny[1].units, ["grpo", "dapo", "gtpo"]):   # tiny: each run is a work unit of the local engine,
         assert u.work == TrainUnit(m, "tiny")                      # the very command the dry run prints
         assert list(u.commands[0][1:]) == u.work.args(None) and u.commands[0][0] == LOCAL["train"]
@@ -260,8 +266,8 @@ def test_tiny_really_runs_locally_not_in_docker():
     ("audit", {"scale": "x", "report": True}, "scale"),
     ("train", {"method": "grpo", "scale": "tiny", "override": ["no-equals-sign"]}, "override"),
     ("workers", {"scale": "3b", "num_workers": "0"}, "num-workers"),
-    ("workers", {"scale": "tiny", "num_workers": "5"}, "num-workers"),
-    ("study", {"scale": "tiny", "num_workers": "5"}, "num-workers"),
+    ("workers", {"scale": "tiny", "num_workers": "9"}, "num-workers"),
+    ("study", {"scale": "tiny", "num_workers": "0"}, "num-workers"),
 ])
 def test_invalid_arguments_stop_with_the_valid_choices(name, kwargs, option):
     c = MockContext()  # no command may run
@@ -309,7 +315,8 @@ def test_tiny_needs_no_worker_count_and_num_workers_zero_is_not_eight(dry, capsy
     monkeypatch.setenv("NUM_WORKERS", "twelve")  # read for 3b/7b only
     assert dry_lines(capsys, tasks.workers, dry, scale="tiny") == [
         f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2"]
-    assert dry_lines(capsys, tasks.workers, dry, scale="tiny", num_workers="1")
+    assert dry_lines(capsys, tasks.workers, dry, scale="tiny", num_workers="3") == [   # processes, as GPUs at 3b
+        f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 3"]
     with pytest.raises(Exit, match=r"invalid --num-workers '0'; valid choices: 1..8"):
         tasks.workers(dry, scale="7b", num_workers="0")
 
@@ -439,3 +446,24 @@ def test_root_runs_the_containers_as_1000(monkeypatch):
     monkeypatch.setattr(shell.os, "getuid", lambda: 1234)
     monkeypatch.setattr(shell.os, "getgid", lambda: 99)
     assert shell.container_ids() == (1234, 99)
+
+
+def test_num_workers_means_the_measurement_workers_under_every_engine(dry, capsys):
+    """The study's workers stage and the Ray engine's measurement slots take the same count (the tiny scale ran
+    2 processes on the queue path and 1 under Ray, and refused --num-workers)."""
+    lines = dry_lines(capsys, tasks.study, dry, scale="tiny", methods="grpo", num_workers="3")
+    assert f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 3" in lines
+    ray = study.executor("ray", "tiny", ["grpo"], None, 3)
+    assert ray.num_workers == 3 and not ray.gpus
+    assert study.executor("ray", "3b", ["grpo"]).num_workers == 8 and study.executor("ray", "3b", ["grpo"]).gpus
+
+
+def test_no_code_outside_configuration_loading_compares_a_scale_name():
+    """What differs between scales is a value of configs/scales/*.toml (rcea.launch), never `scale == "tiny"`."""
+    pattern = re.compile(r"""[!=]= ?['"]tiny['"]|tiny = """)
+    hits = [f"{path.relative_to(ROOT)}:{i}" for folder in ("orchestrate", "rcea", "train", "infer", "aggregate")
+            for path in (ROOT / folder).rglob("*.py") for i, line in enumerate(path.read_text().splitlines(), 1)
+            if pattern.search(line)]
+    hits += [f"tasks.py:{i}" for i, line in enumerate((ROOT / "tasks.py").read_text().splitlines(), 1)
+             if pattern.search(line)]
+    assert hits == []

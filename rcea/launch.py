@@ -1,0 +1,112 @@
+"""Where and how a scale's study runs: the `[launch]` table of configs/scales/<scale>.toml, as one record.
+
+What differs between the scales besides their settings (model, dtype, batch sizes: `rcea.config`) is a value
+here, read once per scale, never a comparison with a scale's name:
+
+    launcher      "local": each unit is a process in its role's environment (.envs/<role>) on this machine;
+                  "compose": each unit is a `docker compose run` container of compose.yaml (one GPU host)
+    device        "cpu" or "gpu": what a unit of each role occupies (a Ray task asks for a GPU on "gpu")
+    slots         units of each role side by side on one host ({train = N, infer = M})
+    workers       measurement workers started when --num-workers is not given (and $NUM_WORKERS is unset)
+    train_gpus    the host GPUs training containers are pinned to, one run per GPU side by side ([] on CPU)
+    judge_server  whether the study starts the judge / codebook model server itself (compose's `judge`)
+    data          the data folder as the role processes see it ($RCEA_DATA first under the local launcher)
+    results       the host folder the results are copied to ($RCEA_RESULTS first under the local launcher)
+
+Not settings: nothing here changes what a unit computes, so none of it enters a configuration hash.
+Standard library only (the tools environment reads it).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from rcea.config import SCALES, ConfigError, check_choice, read_toml
+from rcea.paths import configs_dir
+
+LAUNCHERS = ("local", "compose")
+DEVICES = ("cpu", "gpu")
+ROLES = ("train", "infer")
+MAX_WORKERS = 8   # compose.yaml's infer-worker-0..7; the same cap for local worker processes
+TINY_MODEL = "tiny"   # model.name of the locally built tiny Qwen2 (rcea.tiny), which runs on CPU at any scale
+
+
+@dataclass(frozen=True)
+class Launch:
+    scale: str
+    launcher: str
+    device: str
+    slots: dict
+    workers: int
+    train_gpus: tuple[int, ...]
+    judge_server: bool
+    data: str
+    results: str
+
+    @property
+    def local(self) -> bool:
+        return self.launcher == "local"
+
+    @property
+    def gpus(self) -> bool:
+        return self.device == "gpu"
+
+    def data_root(self) -> str:
+        """The data folder as the role processes see it: a container's is its volume, whatever this host sets."""
+        return os.environ.get("RCEA_DATA", self.data) if self.local else self.data
+
+    def results_root(self) -> str:
+        return os.environ.get("RCEA_RESULTS", self.results) if self.local else self.results
+
+    def train_slots(self) -> int:
+        """Training runs side by side: one per training GPU, else the scale's slots."""
+        return len(self.train_gpus) if self.gpus and self.train_gpus else self.slots["train"]
+
+
+def launch(scale: str, root: str | Path | None = None) -> Launch:
+    """The `[launch]` record of `scale` (read once per configuration folder)."""
+    check_choice("scale", scale, SCALES)
+    return _read(scale, str(Path(root) if root else configs_dir()))
+
+
+@lru_cache(maxsize=16)
+def _read(scale: str, cdir: str) -> Launch:
+    path = Path(cdir) / "scales" / f"{scale}.toml"
+    table = read_toml(path).get("launch") if path.exists() else None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: no [launch] table; every scale file says where its units run (rcea/launch.py)")
+    fields = set(Launch.__dataclass_fields__) - {"scale"}
+    missing, unknown = sorted(fields - set(table)), sorted(set(table) - fields)
+    if missing or unknown:
+        raise ConfigError(f"{path.name} [launch]: " + "; ".join(
+            ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])
+        ) + f"; its keys are {', '.join(sorted(fields))}")
+    where = f"{path.name} [launch]"
+    check_choice(f"launcher in {where}", table["launcher"], LAUNCHERS)
+    check_choice(f"device in {where}", table["device"], DEVICES)
+    slots = table["slots"]
+    if not isinstance(slots, dict) or set(slots) != set(ROLES) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in slots.values()):
+        raise ConfigError(f"{where}: slots must be {{ train = N, infer = M }} with N, M >= 1, got {slots!r}")
+    workers, gpus = table["workers"], table["train_gpus"]
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"{where}: workers must be 1..{MAX_WORKERS}, got {workers!r}")
+    if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus) \
+            or len(set(gpus)) != len(gpus):
+        raise ConfigError(f"{where}: train_gpus must be a list of distinct host GPU indices, got {gpus!r}")
+    if table["device"] == "gpu" and not gpus:
+        raise ConfigError(f"{where}: device = \"gpu\" needs at least one training GPU in train_gpus (e.g. [0])")
+    if not isinstance(table["judge_server"], bool):
+        raise ConfigError(f"{where}: judge_server must be true or false")
+    for key in ("data", "results"):
+        if not isinstance(table[key], str) or not table[key]:
+            raise ConfigError(f"{where}: {key} must be a folder name")
+    return Launch(scale, table["launcher"], table["device"], dict(slots), workers, tuple(gpus),
+                  table["judge_server"], table["data"], table["results"])
+
+
+def tiny_model(cfg) -> bool:
+    """Whether `cfg` names the locally built tiny model (trained and served on CPU, whatever the scale)."""
+    return cfg["model.name"] == TINY_MODEL
