@@ -27,6 +27,8 @@ class Context:
     manifests: list[dict] = field(default_factory=list)  # each with "role": training | inference
     judge_calibration: dict | None = None
     audit: dict | None = None
+    accepted_set: dict | None = None  # the judge's accepted-set precision per annotator (annotation import)
+    codebook: dict | None = None  # counts of the mode labelling (semantic/codebook/assignments.parquet)
     notes: list[str] = field(default_factory=list)
 
 
@@ -76,7 +78,52 @@ def load_context(tables: Path) -> Context:
             ctx.manifests.append({"role": "inference", **rec})
     ctx.judge_calibration = _json(layout.judge_calibration(scale, root))
     ctx.audit = _json(layout.audit_report(scale, root))
+    ctx.accepted_set = accepted_set(layout.semantic_dir(scale, root) / ACCEPTED_SET)
+    ctx.codebook = codebook_counts(layout.semantic_dir(scale, root) / "codebook" / "assignments.parquet")
     return ctx
+
+
+ACCEPTED_SET = "accepted_set_labels.csv"  # annotator,traj_id,valid: one row per annotator and accepted trajectory
+
+
+def accepted_set(path: Path) -> dict | None:
+    """Per annotator: judge-accepted trajectories labelled, how many marked valid, the precision (their share).
+    None without the file; a file that cannot be read gives a note in place of numbers."""
+    import csv
+
+    if not path.exists():
+        return None
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        per: dict[str, list[int]] = {}
+        for i, r in enumerate(rows, 2):
+            word = str(r.get("valid", "")).strip().lower()
+            if word not in ("1", "0", "true", "false", "valid", "invalid"):
+                raise ValueError(f"line {i}: valid must be 1/0, true/false or valid/invalid, got {word!r}")
+            per.setdefault(str(r.get("annotator", "")).strip() or "?", []).append(word in ("1", "true", "valid"))
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error) as exc:
+        return {"annotators": {}, "note": f"`{path.name}` not read ({exc}); its header must be annotator,traj_id,valid"}
+    return {"annotators": {a: {"n": len(v), "valid": sum(v), "precision": sum(v) / len(v)} for a, v in per.items()}}
+
+
+def codebook_counts(path: Path) -> dict | None:
+    """Counts of the mode labelling: questions with a mode, distinct (question, mode) pairs, included and
+    uncertain trajectories, those sent to reconciliation (disputed), and the label sources."""
+    if not path.exists():
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(path).to_pandas()
+    except Exception as exc:  # noqa: BLE001 - an unreadable file is a note, not an error
+        return {"note": f"{path.name} not read: {exc}"}
+    labelled = t[t["mode"].notna()]
+    return {"trajectories": int(len(t)), "questions": int(labelled["question_id"].nunique()),
+            "modes": int(len(labelled[["question_id", "mode"]].drop_duplicates())),
+            "included": int(len(labelled)), "uncertain": int(len(t) - len(labelled)),
+            "disputed": int(t["disputed"].fillna(False).astype(bool).sum()) if "disputed" in t else None,
+            "by_source": {str(k): int(v) for k, v in t["source"].value_counts().items()} if "source" in t else {}}
 
 
 def _mean(rows: list[dict], key: str) -> float | None:
@@ -139,17 +186,33 @@ def summarise(ctx: Context, res: dict, settings, steps_per_epoch) -> None:
                                                 "entropy trace (Figures 1, 3) or failure-window statistics"
     res["judge_calibration"] = ctx.judge_calibration
     res["audit"] = ctx.audit
+    res["accepted_set"] = ctx.accepted_set
+    res["codebook"] = ctx.codebook
     res["inventory"] = inventory(ctx.manifests)
     res["notes"].extend(ctx.notes)
 
 
+def hardware(device: str, manifest: dict) -> dict[str, str]:
+    """GPU, CPU and system memory of one manifest: its own `gpu`, `cpu`, `memory` fields when it records them,
+    else what its `device` string says (`cuda:<GPU name>`, `cpu:<arch>:<cores>`); "" where unknown."""
+    gpu = str(manifest.get("gpu") or "")
+    cpu = str(manifest.get("cpu") or "")
+    if not gpu and device.startswith("cuda:"):
+        gpu = device.partition(":")[2]
+    if not cpu and device.startswith("cpu:"):
+        parts = device.split(":")
+        cpu = f"{parts[2]} cores, {parts[1]}" if len(parts) == 3 else device[4:]
+    return {"gpu": gpu, "cpu": cpu, "memory": str(manifest.get("memory") or "")}
+
+
 def inventory(manifests: list[dict]) -> list[dict]:
-    """Table A1 rows: per role and device, the artifacts made there and the library versions recorded."""
+    """Table A1 rows: per role and device, its hardware (`hardware`), the artifacts made there and the
+    library versions recorded."""
     rows: dict[tuple[str, str], dict] = {}
     for m in manifests:
         key = (m["role"], str(m.get("device", "unknown")))
-        r = rows.setdefault(key, {"role": key[0], "device": key[1], "artifacts": 0, "libraries": {},
-                                  "git_commits": set(), "lockfiles": set()})
+        r = rows.setdefault(key, {"role": key[0], "device": key[1], **hardware(key[1], m), "artifacts": 0,
+                                  "libraries": {}, "git_commits": set(), "lockfiles": set()})
         r["artifacts"] += 1
         r["libraries"].update({k: v for k, v in (m.get("libraries") or {}).items()
                                if k in ("torch", "transformers", "trl", "vllm", "peft", "numpy")})
@@ -170,7 +233,8 @@ def report_lines(res: dict, st) -> list[str]:
     if traces is None:
         return L
     lo, hi = st.failure_window
-    L += ["", "## Training entropy over the epoch (Figures 1 and 3; `summary.json` → `training_traces`, "
+    L += ["", "## Training entropy over the epoch (Figure 3, Figure 1's entropy panel; `summary.json` → "
+          "`training_traces`, "
           "`figures/fig_training_entropy`)", ""]
     if traces:
         L += ["Mean token entropy of the rollouts each optimizer step trained on (`steps.jsonl`, nats).", "",
@@ -219,6 +283,11 @@ def report_lines(res: dict, st) -> list[str]:
                  f"{_f3(au.get('hh_macro_f1'))}, automatic {_f3(au.get('auto_macro_f1'))}, gap {_f3(au.get('gap'))}, "
                  f"'different' precision {_f3(au.get('different_precision'))} / recall "
                  f"{_f3(au.get('different_recall'))}, coverage {_f3(au.get('coverage'))}.")
+        pre = au.get("pre_adjudication") or {}
+        if pre:  # the paper: automatic 0.777 against annotator A and 0.894 against B, before adjudication
+            L.append("- before adjudication, automatic macro-F1 against each annotator: "
+                     + ", ".join(f"{k.rpartition('_')[2]} {_f3(v)}" for k, v in sorted(pre.items()))
+                     + " (paper: A 0.777, B 0.894; human-human 0.859).")
         L += [f"- gate {g}: {'pass' if ok else 'FAIL'}" for g, ok in au["gates"].items()]
         L.append(f"- all gates pass: {'yes' if au.get('all_gates_pass') else 'NO: the mode partition is not audited'}")
     else:

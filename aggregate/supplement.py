@@ -12,17 +12,28 @@ from aggregate.tables import BENCH_NAMES, DASH, EXT, Table, method_name, scale_n
 
 
 def tableA1(res: dict, st: AggregateSettings) -> Table:
-    t = Table("Table A1", "Compute and software recorded by the manifests: per role and device, the artifacts made "
-              "there and the library versions.", ["Role", "Device", "Artifacts", "Libraries", "Lockfile"])
+    """The paper's layout (Role, GPU, CPU, System memory, Execution pattern), hardware from the manifests (blank
+    where a manifest does not record it), then the software each role recorded."""
+    from aggregate.context import hardware
+
+    t = Table("Table A1", "Compute infrastructure recorded by the manifests: per role and device, the hardware "
+              "(blank where not recorded), the artifacts made there and the library versions.",
+              ["Role", "GPU", "CPU", "System memory", "Execution pattern", "Libraries", "Lockfile"])
     rows = list(res.get("inventory") or [])
     prov = res.get("provenance") or {}
     if prov:
-        rows.append({"role": "aggregation", "device": prov.get("device", "unknown"), "artifacts": 1,
+        device = str(prov.get("device", "unknown"))
+        rows.append({"role": "aggregation", "device": device, **hardware(device, prov), "artifacts": 1,
                      "libraries": {k: v for k, v in (prov.get("libraries") or {}).items()
                                    if k in ("numpy", "scipy", "pyarrow")}, "lockfiles": [prov.get("lockfile", "")]})
     for r in rows:
         libs = ", ".join(f"{k} {v}" for k, v in sorted(r["libraries"].items())) or DASH
-        t.rows.append([r["role"], r["device"], str(r["artifacts"]), libs, "; ".join(r.get("lockfiles", [])) or DASH])
+        n = r["artifacts"]
+        pattern = {"training": f"{n} training run{'s' * (n != 1)}", "inference": f"{n} table part{'s' * (n != 1)}",
+                   "aggregation": "this aggregation"}.get(r["role"], f"{n} artifacts")
+        hw = hardware(str(r.get("device", "")), r) if "gpu" not in r else r
+        t.rows.append([r["role"], hw["gpu"], hw["cpu"], hw["memory"], pattern, libs,
+                       "; ".join(r.get("lockfiles", [])) or DASH])
     if not res.get("inventory"):
         t.notes.append("No training or inference manifest beside the input tables (a bare dataset folder): only this "
                        "aggregation's own provenance is shown.")
@@ -58,30 +69,48 @@ def _step(s: int | None) -> str:
     return DASH if s is None else f"{s:,}"
 
 
+def _steps_of(runs: list[dict], key: str) -> str:
+    steps = sorted({r[key] for r in runs if r.get(key) is not None})
+    return ", ".join(f"{s:,}" for s in steps) or DASH
+
+
 def tableA3(res: dict, st: AggregateSettings) -> Table:
-    t = Table("Table A3", "Checkpoint policy: the raw step each artifact of each run uses.",
-              ["Run", "Training-entropy trace", "Main benchmark table", "Reward ratios / retention",
-               "Covariance transitions", "q99 table"])
+    """The paper's layout: one row per artifact, the ordinary reporting point of the nonfailed runs, then one
+    column per run that fired the failure detector (the paper's Clip-Cov-7B) with its treatment."""
+    trained = [r for r in res.get("runs", []) if r["method"] != BASE_METHOD]
+    ok, failed = [r for r in trained if not r.get("failed")], [r for r in trained if r.get("failed")]
+    names = [f"{method_name(r['method'])}-{scale_name(r['scale'])}" + (EXT if r.get("extension") else "")
+             for r in failed]
+    t = Table("Table A3", "Checkpoint policy: the raw step each artifact uses, for the nonfailed runs and for each "
+              "run the failure detector marks.", ["Main-paper artifact", "Ordinary reporting point",
+                                                  *(f"{n} treatment" for n in names)])
+    if not trained:
+        t.notes.append("No trained run.")
+        return t
     traces = res.get("training_traces") or {}
-    for r in res.get("runs", []):
-        if r["method"] == BASE_METHOD:
-            continue
-        key = f"{r['scale']}/{r['method']}"
-        tr = traces.get(key)
-        if tr and tr["step"]:
-            done = tr["step"][-1] >= tr["steps_per_epoch"]
-            trace = f"steps {tr['step'][0]:,}-{tr['step'][-1]:,}" + ("" if done else " (incomplete epoch)")
-            if r.get("failed"):
-                trace += f"; failure marked at {r['onset_step']:,}"
-        else:
-            trace = DASH
-        t.rows.append([f"{method_name(r['method'])}-{scale_name(r['scale'])}" + ("†" if r.get("failed") else "")
-                       + (EXT if r.get("extension") else ""), trace, _step(r.get("table1_step")),
-                       _step(r.get("probe_step")), _transitions(res, r["scale"], r["method"]),
-                       _step(r.get("q99_step")) + (" (failed diagnostic)" if r.get("failed") and r.get("q99_step")
-                                                  else "")])
-    if any(r.get("failed") for r in res.get("runs", [])):
-        t.notes.append("† A run that fires the failure detector: benchmarks and ratios at its last checkpoint before "
+
+    def trace(runs: list[dict]) -> str:
+        got = [traces[k] for k in (f"{r['scale']}/{r['method']}" for r in runs) if k in traces and traces[k]["step"]]
+        if not got:
+            return DASH
+        done = all(tr["step"][-1] >= tr["steps_per_epoch"] for tr in got)
+        return "Complete one-epoch trace" if done else "Trace to the last logged step (incomplete epoch)"
+
+    used = [x for x in res.get("transitions", []) + res.get("extension_transitions", []) if not x["excluded"]]
+    t.rows = [["Training-entropy trace", trace(ok)], ["Main benchmark table", f"Final checkpoint: step "
+              f"{_steps_of(ok, 'table1_step')}"], ["Broad/paired reward ratios", "Final diagnostic checkpoint: step "
+              f"{_steps_of(ok, 'probe_step')}"], ["Exact covariance fit", f"{len(used)} adjacent transitions"
+              if used else DASH], ["Reward-stratified q99 table", f"Final endpoint proxy: step {_steps_of(ok, 'q99_step')}"]]
+    for r in failed:
+        tr = traces.get(f"{r['scale']}/{r['method']}")
+        onset = f"; failure marked at step {r['onset_step']:,}" if r.get("onset_step") is not None else ""
+        t.rows[0].append((trace([r]) if tr else DASH) + onset)
+        t.rows[1].append(f"Step {_step(r.get('table1_step'))} pre-collapse milestone")
+        t.rows[2].append(f"Step {_step(r.get('probe_step'))} pre-collapse probe")
+        t.rows[3].append(_transitions(res, r["scale"], r["method"]))
+        t.rows[4].append(f"Step {_step(r.get('q99_step'))} retained as failed diagnostic")
+    if failed:
+        t.notes.append("A run that fires the failure detector: benchmarks and ratios at its last checkpoint before "
                        "the onset, its transitions left out of the covariance fit, its final q99 kept as a diagnostic.")
     return t
 
