@@ -7,9 +7,10 @@ atomically, so a rerun or a resumed run makes no repeated call. Timeouts, connec
 a 200 whose body is not a chat completion (an HTML proxy page, truncated or non-JSON text) are retried with
 exponential backoff, or after the server's `Retry-After` (seconds or an HTTP date, capped at
 `max_retry_after_s`). Permanent failures stop the stage: a 404 (a model the server does not serve),
-401/403 (the key), or retries exhausted raise `LLMFailure` naming endpoint, model and status (the CLIs exit
-1 with it; what was answered so far stays cached, so a rerun resumes). Other 4xx (one request the server
-refuses, e.g. too long) are returned, not cached, as that request's failure.
+401/403 (the key), any other 4xx (a request the server refuses: a 400 when the prompt plus max_tokens does
+not fit the model's context; retrying cannot help, and answering past it would leave that item silently
+unlabelled), or retries exhausted raise `LLMFailure` naming endpoint, model, status, the server's reason
+and the fix (the CLIs exit 1 with it; what was answered so far stays cached, so a rerun resumes).
 The API key comes from an environment variable or a secret file and is never logged or stored.
 
 WARNING: responses are untrusted model output. They are only ever parsed as JSON with size limits
@@ -118,7 +119,7 @@ def _transient(exc: Exception) -> bool:
                         openai.InternalServerError)):
         return True
     status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status == 429 or status >= 500)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
 
 
 class NotACompletion(Exception):
@@ -132,13 +133,30 @@ class LLMFailure(RuntimeError):
 
 PERMANENT = {401: "the API key is missing or wrong", 403: "the API key is not allowed this model",
              404: "the server does not serve this model"}
+REFUSED = "the server refused the request"   # any other 4xx that is not transient (_transient)
 
 
-def failure(settings: LLMSettings, status: str, hint: str = "") -> LLMFailure:
+def failure(settings: LLMSettings, status: str, hint: str = "", fix: str = "") -> LLMFailure:
     s = settings
-    fix = f"{s.section}.base_url / {s.section}.model"
+    fix = fix or f"check {s.section}.base_url / {s.section}.model and ${s.api_key_env} (invoke doctor)"
     return LLMFailure(f"{s.section} endpoint {s.base_url} model {s.model!r}: {status}"
-                      + (f" ({hint})" if hint else "") + f"; check {fix} and ${s.api_key_env} (invoke doctor)")
+                      + (f" ({hint})" if hint else "") + f"; {fix}")
+
+
+def refused_fix(settings: LLMSettings) -> str:
+    """The fix for a request the server refuses (HTTP 400 and the like): a context that holds the longest
+    prompt plus `max_tokens`, then a rerun, which resumes from the cache."""
+    judge = " (the Compose judge: --max-model-len in JUDGE_ARGS)" if settings.section == "judge" else ""
+    return (f"serve {settings.model!r} with a context of at least the prompt plus {settings.max_tokens} answer "
+            f"tokens{judge}, or fix what the server names; then rerun the stage (answers so far are cached)")
+
+
+def server_reason(exc: Exception, limit: int = 200) -> str:
+    """The `message` of an error body (the openai client hands the body's `error` object, or the whole
+    body), or '' when there is none; server text, shown cut to `limit` characters."""
+    body = getattr(exc, "body", None)
+    msg = body.get("message") if isinstance(body, dict) else body if isinstance(body, str) else None
+    return " ".join(str(msg).split())[:limit] if msg else ""
 
 
 def preflight(settings: LLMSettings) -> None:
@@ -264,6 +282,11 @@ class LLMClient:
                 if status in PERMANENT:
                     self._stop()
                     raise failure(self.settings, f"HTTP {status}", PERMANENT[status]) from exc
+                if isinstance(status, int) and 400 <= status < 500 and not _transient(exc):
+                    self._stop()
+                    said = server_reason(exc)
+                    raise failure(self.settings, f"HTTP {status}", REFUSED + (f": {said}" if said else ""),
+                                  refused_fix(self.settings)) from exc
                 # a body that is not a chat completion (HTML, truncated or non-JSON text: the openai client
                 # raises a JSON decode error or hands back the raw text) is retried like a transient fault
                 if not (_transient(exc) or isinstance(exc, (NotACompletion, ValueError))):

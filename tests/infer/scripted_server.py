@@ -16,6 +16,8 @@ Tasks are recognised by the `TASK: <name>` line of the system message. Markers i
   HTML200      every attempt answers HTTP 200 with an HTML page (a proxy's error page), not JSON
   TRUNC200     first two attempts answer HTTP 200 with a chat completion cut off mid-JSON
   AUTH401      every attempt answers HTTP 401 (a wrong key)
+  CTX400       every attempt answers HTTP 400 as vLLM's server does for a prompt longer than its context
+  (a request of an unknown TASK answers HTTP 400 with no reason)
 `Script(served={...})` serves only those model names (a request for another answers 404 as vLLM does, and
 /v1/models lists them); by default every name is accepted and /v1/models lists "scripted".
 Strategies are keywords: factoring, quadratic formula, substitution, graphing.
@@ -83,6 +85,8 @@ def strategy(text: str, problem: str | None = None) -> str | None:
     return hits[0] if hits else None
 
 
+# vLLM's OpenAI server's answer to a prompt longer than --max-model-len (vllm/entrypoints/serve/utils/api_utils.py)
+CTX400_MESSAGE = "Input length (5120) exceeds model's maximum context length (4096)."
 HTML_PAGE = "<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>upstream down</body></html>"
 
 
@@ -148,6 +152,9 @@ class Script:
         if self._request_marked("AUTH401", user):
             return 401, raw(json.dumps({"error": {"message": "Invalid API key", "type": "auth"}}),
                             "application/json"), 0.0
+        if self._request_marked("CTX400", user):
+            return 400, raw(json.dumps({"error": {"message": CTX400_MESSAGE, "type": "BadRequestError",
+                                                  "param": None, "code": 400}}), "application/json"), 0.0
         if self._request_marked("TRUNC200", user) and n <= 2:
             return 200, raw('{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{"index": 0, "mes',
                             "application/json"), 0.0

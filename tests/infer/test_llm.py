@@ -70,15 +70,45 @@ def test_retries_exhausted_stop_with_endpoint_model_and_status_and_cache_nothing
         msg = str(err.value)
         assert c.calls == 2 and srv.base_url in msg and "'scripted'" in msg
         assert "2 attempts failed, the last with InternalServerError: 500" in msg and "retries exhausted" in msg
-        # one request the server refuses (400: unknown task) is that request's failure, not retried, no stop
-        c = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
-        bad = Request([{"role": "user", "content": "hi"}], {"temperature": 0.0})
-        r = c.complete_many([bad])[0]
-        assert not r.ok and c.calls == 1 and "BadRequestError: 400" in r.error
         assert not list((tmp_path / "cache").rglob("*.json"))
         # a later run retries and succeeds (third attempt of ERR500 succeeds on the server)
         c2 = LLMClient(settings(srv, max_retries=1), tmp_path / "cache")
         assert c2.complete_many([judge_req("ERR500 z")])[0].ok
+
+
+def test_a_request_the_server_refuses_stops_the_stage_with_the_reason_and_the_fix(tmp_path):
+    """HTTP 400 (vLLM: the prompt does not fit the model's context) is neither retried nor left as one silent
+    unlabelled item: the first one stops every request with one line naming endpoint, model, status, the
+    server's reason and the fix; what was answered before stays cached, so a rerun resumes."""
+    from tests.infer.scripted_server import CTX400_MESSAGE
+
+    with ScriptedServer() as srv:
+        c = LLMClient(settings(srv, max_retries=3, concurrency=1), tmp_path / "cache")
+        with pytest.raises(LLMFailure) as err:
+            c.complete_many([judge_req("fine a"), judge_req("CTX400 too long"), judge_req("fine b")])
+        msg = str(err.value)
+        assert msg.startswith(f"judge endpoint {srv.base_url} model 'scripted': HTTP 400 (the server refused the "
+                              f"request: {CTX400_MESSAGE})"), msg
+        assert "--max-model-len in JUDGE_ARGS" in msg and "4096 answer tokens" in msg and "\n" not in msg
+        assert c.calls == 2 and c.failures == 1 and c.stopped     # not retried; the third request never sent
+        assert srv.script.requests == 2 and len(list((tmp_path / "cache").rglob("*.json"))) == 1
+        # any other refusal (the server answers an unknown task with a 400) stops the same way
+        c = LLMClient(settings(srv, section="codebook"), tmp_path / "cache2")
+        with pytest.raises(LLMFailure, match=r"^codebook endpoint .* HTTP 400 \(the server refused the request: "
+                                             r"scripted failure\); serve 'scripted' with a context"):
+            c.complete_many([Request([{"role": "user", "content": "hi"}], {"temperature": 0.0})])
+        assert c.calls == 1
+
+
+def test_a_refused_judge_request_fails_the_validity_stage(tmp_path):
+    """Through the judge: the item is not left with an `error` verdict while the stage goes on."""
+    from infer.judge import LLMJudge
+
+    with ScriptedServer() as srv:
+        judge = LLMJudge(settings(srv, max_retries=1), tmp_path / "cache")
+        assert [v.status for v in judge.judge_many([("Find x.", "1", "x = 1")])] == ["ok"]
+        with pytest.raises(LLMFailure, match="HTTP 400"):
+            judge.judge_many([("Find x.", "1", "x = 1"), ("Find y.", "2", "CTX400 y = 2")])
 
 
 def test_requests_run_concurrently(tmp_path):
