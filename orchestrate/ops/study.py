@@ -144,20 +144,31 @@ def check_endpoints(scale: str, dry: bool = False) -> None:
 def run_local(c, stage: Stage, log_dir: Path) -> None:
     """The default executor: the commands run here (by the scale's launcher); a stage whose units are work
     units (the training runs) runs them through the local engine, `stage.parallel` at a time (each pinned to
-    one of `stage.gpus`, if any), then each completed one's remaining commands (its run's enqueue). A failed
-    unit runs nothing more; the stage stops once the others are done, naming each failure and its log."""
+    one of `stage.gpus`, if any), and each one's remaining commands (its run's enqueue) as soon as it is
+    complete, while the others still run. A failed unit runs nothing more; the stage stops once the others
+    are done, naming each failure and its log."""
     if is_dry(c) or not stage.units or any(u.work is None for u in stage.units):
         return run_all(c, stage.commands())
     from orchestrate.executors import execute
 
     os.chdir(ROOT)
     role = stage.units[0].work.role
+    rest = {u.work.key: [list(a) for a in u.commands[1:]] for u in stage.units}
+    late = {}
+
+    def follow(unit) -> list:
+        try:
+            run_all(c, rest.get(unit.key, []))
+        except Exception as exc:   # invoke's UnexpectedExit / Exit: named with the failed units at the end
+            late[unit.key] = f"done, but its next command failed: {(str(exc).strip().splitlines() or ['?'])[-1]}"
+        return []
+
     report = execute([u.work for u in stage.units], "local", label=stage.key, parallel={role: stage.parallel},
-                     gpus={role: list(stage.gpus)} if stage.gpus else None)
-    run_all(c, [a for u in stage.units if u.work.key not in report.failed for a in u.commands[1:]])
-    if report.failed:
-        lines = "\n".join(f"  {k}: {v}" for k, v in sorted(report.failed.items()))
-        raise Exit(f"{len(report.failed)} of {len(stage.units)} unit(s) of stage {stage.key} failed:\n{lines}\n"
+                     gpus={role: list(stage.gpus)} if stage.gpus else None, follow=follow)
+    failed = {**late, **report.failed}
+    if failed:
+        lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
+        raise Exit(f"{len(failed)} of {len(stage.units)} unit(s) of stage {stage.key} failed:\n{lines}\n"
                    "fix the cause and rerun: complete units are skipped", code=1)
 
 

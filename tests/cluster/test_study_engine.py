@@ -115,3 +115,75 @@ def test_doctor_reports_ray_and_an_unreachable_head(monkeypatch, capsys):
         doctor.run_doctor(8, ray_address="127.0.0.1:1")
     out = capsys.readouterr().out
     assert "[OK  ] ray: Ray 2." in out and "[FAIL] ray head: 127.0.0.1:1 unreachable" in out
+
+
+FAKE_DOCKER = r'''#!{python}
+"""A stand-in `docker`: records each call (argv, TRAIN_GPU, start, end); the train container of dapo is killed
+once (exit 137, as `docker kill` leaves it), gtpo's fails (exit 3)."""
+import json, os, sys, time
+from pathlib import Path
+
+argv, start = sys.argv[1:], time.time()
+train = argv[:5] == ["compose", "run", "--rm", "-T", "train"]
+method = argv[argv.index("--method") + 1] if "--method" in argv else None
+time.sleep(0.6 if train else 0.0)
+with open(os.environ["FAKE_DOCKER_LOG"], "a") as fh:
+    fh.write(json.dumps({"argv": argv, "gpu": os.environ.get("TRAIN_GPU"), "train": train, "method": method,
+                         "start": start, "end": time.time()}) + "\n")
+if train:
+    tries = Path(os.environ["FAKE_DOCKER_LOG"]).with_name(f"{method}.tries")
+    n = int(tries.read_text()) + 1 if tries.exists() else 1
+    tries.write_text(str(n))
+    sys.exit(137 if method == "dapo" and n == 1 else 3 if method == "gtpo" else 0)
+'''
+
+
+def test_3b_training_runs_as_container_units_on_several_gpus(tmp_path, monkeypatch, capsys):
+    """The 3b train stage under the default engine (it was a sequential list of `docker compose run` commands that
+    stopped at the first failure): each run is a unit of the local engine launched as the train container,
+    pinned by compose.yaml's TRAIN_GPU to one of the training GPUs, one run per GPU side by side; a killed
+    container is retried, a failed run does not stop the others and is named at the end, each run's enqueue
+    starts as soon as that run has finished, and every run has its log."""
+    import json
+    import os
+    import sys
+
+    from invoke import Config, Context
+
+    from orchestrate.ops import study as st
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER.replace("{python}", sys.executable))
+    (bin_dir / "docker").chmod(0o755)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(calls))
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("RCEA_LEDGER", str(tmp_path / "ledger.sqlite"))
+    monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
+    methods = ["grpo", "dapo", "gtpo", "kl_cov"]
+    train = st.study_stages("3b", methods)[1]
+    assert train.gpus == (0,) and train.parallel == 1      # configs/scales/3b.toml: the paper's single GPU
+    two_gpus = st.Stage("train", train.title, train.units, parallel=2, gpus=(0, 1))   # train_gpus = [0, 1]
+    with pytest.raises(Exit) as exc:
+        st.run_local(Context(Config(overrides={"run": {"in_stream": False}})), two_gpus, tmp_path / "logs")
+    assert "1 of 4 unit(s) of stage train failed" in exc.value.message and ":gtpo:" in exc.value.message
+    assert "exit 3" in exc.value.message and "[retry]" in capsys.readouterr().out   # dapo's killed container
+
+    rows = [json.loads(line) for line in calls.read_text().splitlines()]
+    runs = [r for r in rows if r["train"]]
+    assert sorted(r["method"] for r in runs) == ["dapo", "dapo", "grpo", "gtpo", "kl_cov"]
+    assert all(r["argv"][5:] == ["python", "-m", "train", "--method", r["method"], "--scale", "3b", "--resume"]
+               for r in runs)
+    assert {r["gpu"] for r in runs} == {"0", "1"}
+    for a in runs:   # never two runs on one GPU at once; two GPUs busy side by side
+        assert not any(b is not a and b["gpu"] == a["gpu"] and b["start"] < a["end"] and a["start"] < b["end"]
+                       for b in runs)
+    assert any(a["start"] < b["end"] and b["start"] < a["end"] for a in runs for b in runs if a is not b)
+    enqueued = {r["method"]: r for r in rows if "enqueue" in r["argv"]}
+    assert sorted(enqueued) == ["dapo", "grpo", "kl_cov"]   # not the failed run's
+    last_end = max(r["end"] for r in runs)
+    assert min(r["start"] for r in enqueued.values()) < last_end   # the first finished run's, while others train
+    logs = sorted(p.name for p in (tmp_path / "data" / "logs" / "units").glob("*.log"))
+    assert len(logs) == 4 and all(name.startswith("train_3b_") for name in logs)
