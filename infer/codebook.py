@@ -17,8 +17,7 @@ process_valid True). Per question, with seeds from config [codebook]:
 
     python -m infer.codebook run --scale tiny [--base-url URL] [--model NAME]
 
-Plug-in: `run_labeller(scale, labeller)` fills `mode` from any `ModeLabeller` (e.g. a rule-based
-labeller of the toy world) through the same export path.
+Plug-in: `run_labeller(scale, labeller)` fills `mode` from any `ModeLabeller` (e.g. the toy world's rules), same export.
 """
 
 from __future__ import annotations
