@@ -20,7 +20,7 @@ from orchestrate.ops.shell import ROOT, _probe, compose_available, engine_availa
 @dataclass
 class Check:
     name: str
-    level: str  # ok | warn (this machine cannot run real scales) | fail (present but broken)
+    level: str  # ok | warn (this machine cannot run real scales) | fail (present but broken) | skip (not checked)
     detail: str
     fix: str = ""
 
@@ -132,21 +132,34 @@ VOLUME_PROBE = ["run", "--rm", "--no-deps", "aggregate", "python", "-c",
                 "import os,sys; sys.exit(0 if os.access('/workspace/data', os.W_OK) else 1)"]
 
 
-def endpoint_checks(scale: str) -> list[Check]:
-    """The LLM endpoints of a `scale` study (rcea.endpoints): each lists its model at /v1/models, or a warning
-    (3b/7b cannot label; tiny does not call them) with the fix. The study itself stops on the same problems."""
+def endpoint_checks(scale: str, timeout_s: float = 5.0) -> list[Check]:
+    """The LLM endpoints of a `scale` study (rcea.endpoints), each asked for its model at /v1/models: ok when
+    listed, else a warning (3b/7b cannot label; tiny does not call them) with the fix. The judge server a
+    3b/7b study starts itself is usually not running yet: its names are checked against the configuration,
+    and unless a server answers at its URL now, it is reported as not checked (`--`), never as serving."""
     from rcea.config import load_config
-    from rcea.endpoints import endpoints, problem, study_judge
+    from rcea.endpoints import EndpointError, endpoints, problem, served_models, study_judge
 
     cfg = load_config(scale)
     judge, out = study_judge(cfg, scale), []
     for ep in endpoints(cfg):
-        found = problem(ep, judge)
-        later = judge is not None and ep.base_url == judge[0]
-        detail = f"{ep.base_url} serves {ep.model!r}" + (" (the judge server the study starts)" if later else "")
-        out.append(Check(f"{ep.section} endpoint ({scale})", "warn" if found else "ok",
-                         found.split(" Fix: ")[0] if found else detail, found.split(" Fix: ")[-1] if found else ""))
+        name = f"{ep.section} endpoint ({scale})"
+        found = problem(ep, judge, timeout_s)     # by name for the study's judge server, asked otherwise
+        later = judge is not None and ep.base_url.rstrip("/") == judge[0].rstrip("/")
+        if not found and later:
+            try:
+                served_models(ep.base_url, ep.key(), timeout_s)
+            except EndpointError as exc:
+                out.append(Check(name, "skip", f"not checked: {exc}; the study starts the judge server at its "
+                                 f"judge stage (serving {', '.join(map(repr, judge[1]))}) and asks it then"))
+                continue
+            found = problem(ep, None, timeout_s)   # a server answers there now: ask it
+        out.append(Check(name, "warn", found.split(" Fix: ")[0], found.split(" Fix: ")[-1]) if found else
+                   Check(name, "ok", f"{ep.base_url} serves {ep.model!r} (asked: /v1/models lists it)"))
     return out
+
+
+LABEL = {"skip": "--"}   # a check that could not be made here (not a problem: said, never shown as OK)
 
 
 def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100, ray_address: str | None = None,
@@ -158,11 +171,15 @@ def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100, r
     volumes_ok = _probe(["docker", "compose", *VOLUME_PROBE]) if facts["compose"] and facts["engine"] else None
     checks = evaluate(facts, num_workers, min_disk_gb, volumes_ok)
     checks += [Check(*c) for c in ray_checks(ray_facts(ray_address))]   # Ray's version; the head when given
-    checks += endpoint_checks(scale)
+    try:
+        checks += endpoint_checks(scale)
+    except ValueError as exc:   # rcea.config.ConfigError: a TOML syntax error, an unknown key (names the file)
+        checks.append(Check(f"configuration ({scale})", "fail", str(exc), "fix the file and line it names"))
     for ch in checks:
-        print(f"[{ch.level.upper():4}] {ch.name}: {ch.detail}" + (f"\n       fix: {ch.fix}" if ch.fix else ""))
+        print(f"[{LABEL.get(ch.level, ch.level.upper()):4}] {ch.name}: {ch.detail}"
+              + (f"\n       fix: {ch.fix}" if ch.fix else ""))
     failed = [ch for ch in checks if ch.level == "fail" or (strict and ch.level == "warn")]
     if failed:
         raise Exit(f"doctor: {len(failed)} problem(s): {', '.join(ch.name for ch in failed)}", code=1)
-    print("doctor: ready for 3b/7b" if all(ch.level == "ok" for ch in checks)
+    print("doctor: ready for 3b/7b" if all(ch.level in ("ok", "skip") for ch in checks)
           else "doctor: fine for the tiny scale (3b/7b need the warnings fixed; see --strict)")

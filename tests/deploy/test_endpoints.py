@@ -15,6 +15,7 @@ from rcea.config import load_config
 from rcea.endpoints import Endpoint, endpoints, judge_served_names, preflight, problem, stand_ins, study_judge
 from orchestrate.ops import doctor
 from orchestrate.ops import study as st
+from tests.deploy.test_doctor import NO_GPU_LAPTOP
 from tests.infer.scripted_server import ScriptedServer
 
 
@@ -95,4 +96,26 @@ def test_doctor_reports_each_endpoint_with_its_fix(monkeypatch):
         monkeypatch.setenv("RCEA_OVERRIDES", f'codebook.base_url="{srv.base_url}";codebook.model="nope"')
         bad = {c.name: c for c in doctor.endpoint_checks("3b")}["codebook endpoint (3b)"]
     assert bad.level == "warn" and "does not serve 'nope'" in bad.detail and bad.fix.startswith("set codebook.base_url")
-    assert checks["judge endpoint (3b)"].level == "ok" and "the study starts" in checks["judge endpoint (3b)"].detail
+    judge = checks["judge endpoint (3b)"]   # http://judge:8000/v1: the study starts it; nothing answers here
+    assert judge.level == "skip" and judge.detail.startswith("not checked: http://judge:8000/v1/models cannot be "
+                                                             "reached") and "'Qwen/Qwen3.5-9B'" in judge.detail
+
+
+@pytest.mark.parametrize("served,level", [({"Qwen/Qwen3.5-9B"}, "ok"), ({"Qwen/Qwen2.5-7B"}, "warn")])
+def test_doctor_says_judge_ok_only_after_asking_its_server(monkeypatch, capsys, served, level):
+    """`[OK] judge endpoint` only after /v1/models listed judge.model; a server listing another model is a
+    warning; with no server, `[--] ... not checked` (the doctor printed OK there without asking anyone)."""
+    with ScriptedServer(served=served) as srv:
+        monkeypatch.setenv("RCEA_OVERRIDES", f'judge.base_url="{srv.base_url}"')
+        check = {c.name: c for c in doctor.endpoint_checks("3b")}["judge endpoint (3b)"]
+    assert check.level == level, check
+    if level == "ok":
+        assert check.detail == f"{srv.base_url} serves 'Qwen/Qwen3.5-9B' (asked: /v1/models lists it)"
+    else:
+        assert "does not serve 'Qwen/Qwen3.5-9B' (it lists: Qwen/Qwen2.5-7B)" in check.detail
+    monkeypatch.setenv("RCEA_OVERRIDES", "")
+    monkeypatch.setattr(doctor, "gather_facts", lambda: dict(NO_GPU_LAPTOP))
+    tasks.doctor(MockContext(), scale="3b")
+    out = capsys.readouterr().out
+    assert "[--  ] judge endpoint (3b): not checked: http://judge:8000/v1/models cannot be reached" in out
+    assert "[OK  ] judge endpoint" not in out and "doctor: fine for the tiny scale" in out
