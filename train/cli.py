@@ -29,6 +29,9 @@ def main(argv=None) -> int:
         check_choice("scale", args.scale, SCALES)
         overrides = list(args.override) + ([f"train.max_steps={args.max_steps}"] if args.max_steps else [])
         cfg = load_config(args.scale, args.method, overrides)
+        from rcea.choices import check_library_choices
+
+        check_library_choices(cfg)   # e.g. train.lr_scheduler against transformers' own list, before any output
         from rcea.launch import tiny_model
 
         if args.reward != "verifier" and not tiny_model(cfg):

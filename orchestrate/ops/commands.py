@@ -61,8 +61,9 @@ def check_overrides(overrides, scale: str = "tiny") -> list[str]:
                    "--override train.learning_rate=1e-6", code=2)
     try:
         load_config(scale if scale in SCALES else "tiny", None, list(overrides or []))
-    except ConfigError as exc:
-        raise Exit(f"invalid --override: {exc}", code=2) from None
+    except ConfigError as exc:   # an override's own error says "override '...'"; a file's names the file
+        raise Exit(f"invalid --override: {exc}" if str(exc).startswith("override ") else f"error: {exc}",
+                   code=2) from None
     return list(overrides or [])
 
 
