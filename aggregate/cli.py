@@ -74,11 +74,40 @@ def main(argv: list[str] | None = None) -> int:
               "or write them as docs/schema.md describes", file=sys.stderr)
         return 2
     out = Path(args.output)
+    problem = unwritable(out, figures=not args.no_figures)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     from aggregate.context import load_context
 
-    run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet,
-        context=load_context(Path(args.input)))
+    try:
+        run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet,
+            context=load_context(Path(args.input)))
+    except OSError as exc:   # the folder became unwritable, or the disk filled, while it ran
+        print(f"error: {_cannot_write(out, exc)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _cannot_write(out: Path, exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""
+    return (f"cannot write {out}{where}: {exc.strerror or exc}; choose a writable --output folder (or fix its "
+            "permissions / free space) and rerun")
+
+
+def unwritable(out: Path, figures: bool = True) -> str:
+    """'' when the output folder (and its tables/ and figures/) can be created and written, else why not:
+    checked before any work, so a folder that cannot take the results stops the run in one line."""
+    import tempfile
+
+    try:
+        for d in (out, out / "tables", *([out / "figures"] if figures else [])):
+            d.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=d):
+                pass
+    except OSError as exc:
+        return _cannot_write(out, exc)
+    return ""
 
 
 def read_seed_noise(out: Path) -> list[dict]:

@@ -375,3 +375,34 @@ def test_summary_provenance_carries_the_lockfile_hash(tmp_path: Path, tiny) -> N
     digest = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
     assert s["provenance"]["lockfile"] == f"aggregate.txt:sha256:{digest}"
     assert s["provenance"]["git_commit"] and "numpy" in s["provenance"]["libraries"]
+
+
+@pytest.mark.parametrize("where", ["file", "proc", "readonly"])
+def test_an_unwritable_output_folder_is_one_line_before_any_work(tmp_path: Path, tiny, capsys, where) -> None:
+    """An output folder that cannot be made or written (under a file, in /proc, read-only) is one line naming
+    it, exit 1 (issue 31: a 13-22-line PermissionError / FileNotFoundError after the whole aggregation)."""
+    src = tmp_path / "in"
+    synth.write_dataset(tiny, src)
+    (tmp_path / "a_file").write_text("x")
+    out = {"file": tmp_path / "a_file" / "out", "proc": Path("/proc/rcea-no-such/out"),
+           "readonly": tmp_path / "ro" / "out"}[where]
+    import subprocess
+
+    immutable = False
+    if where == "readonly":
+        out.mkdir(parents=True)
+        out.chmod(0o555)
+        if os.access(out, os.W_OK):   # root ignores the mode bits; an immutable folder stops root too
+            immutable = subprocess.run(["chattr", "+i", str(out)], capture_output=True).returncode == 0
+            if not immutable:
+                pytest.skip("this user writes to read-only folders and chattr +i is not available here")
+    try:
+        assert main(["--input", str(src), "--output", str(out), *SMALL]) == 1
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(out)])
+        if where == "readonly":
+            out.chmod(0o755)
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: cannot write ") and str(out) in err, err
+    assert "--output" in err and not (out / "summary.json").exists()
