@@ -122,7 +122,18 @@ def job_complete(kind: str, payload: dict, root: str | Path | None = None) -> bo
     (rcea.layout.job_parts). The queue's "done" flag and the executors' skip both defer to it."""
     from rcea.layout import job_parts
 
-    return all(is_complete(p) for p in job_parts(kind, payload, root))
+    return all(is_complete(p) and _made_with(p, payload.get("config_hash")) for p in job_parts(kind, payload, root))
+
+
+def _made_with(artifact: Path, config_hash: str | None) -> bool:
+    """Whether a part was written under the settings of `config_hash` (its manifest's): a part of other
+    settings (the quick demo's, another override) is not this job's output. No hash asked: any."""
+    if config_hash is None:
+        return True
+    try:
+        return json.loads(manifest_path(artifact).read_text()).get("config_hash") == config_hash
+    except (OSError, ValueError):
+        return False
 
 
 def write_parquet(df, path: str | Path, cfg=None, seeds: dict | None = None, **extra: Any) -> Path:

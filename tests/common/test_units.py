@@ -57,13 +57,15 @@ def test_measurement_outputs_are_the_parts_the_job_writes(tmp_path, monkeypatch)
     for p in u.outputs(tmp_path)[:-1]:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"x")
-        write_manifest(p)
+        write_manifest(p, config_hash="abc")      # made under the job's settings (payload config_hash)
     assert not u.done(tmp_path)                   # the last table has no part yet
     last = u.outputs(tmp_path)[-1]
     last.parent.mkdir(parents=True)
     last.write_bytes(b"x")
     assert not u.done(tmp_path)                   # ... and then no manifest
-    write_manifest(last)
+    write_manifest(last, config_hash="quick")
+    assert not u.done(tmp_path)                   # ... then one of other settings (the quick demo's): not this job's
+    write_manifest(last, config_hash="abc")
     assert u.done(tmp_path)
 
 

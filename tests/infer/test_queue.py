@@ -231,7 +231,7 @@ def test_a_done_job_whose_output_part_is_gone_is_enqueued_again(tmp_path, monkey
     for part in unit.outputs(tmp_path):                          # that job's outputs written and complete
         part.parent.mkdir(parents=True, exist_ok=True)
         part.write_bytes(b"part")
-        write_manifest(part)
+        write_manifest(part, config_hash=unit.payload["config_hash"])   # under the job's settings
     capsys.readouterr()
     assert main(["enqueue", "--scale", "tiny", "--method", "base"]) == 0
     out = capsys.readouterr().out
