@@ -101,6 +101,7 @@ class Progress:
         self.seconds = {r: [] for r in totals}
         self.width = {r: 1 for r in totals}
         self.last, self.last_t, self.last_finished = "", 0.0, -1
+        self.held = False   # True while an executor settles finished units and starts their successors
 
     def add(self, role: str, n: int, done: int = 0) -> None:
         """`n` more units of `role` joined the run (units that follow a finished one), `done` of them complete."""
@@ -146,6 +147,8 @@ class Progress:
 
     def show(self) -> None:
         """Print when a unit finished, else (only the running counts moved) at most every 5 s."""
+        if self.held:   # shown once the freed slots are filled again: "running" counts what really runs
+            return
         line, finished = self.line(), sum(self.done.values()) + sum(self.failed.values())
         if line != self.last and (finished != self.last_finished or time.monotonic() - self.last_t > 5):
             print(line, file=self.stream, flush=True)

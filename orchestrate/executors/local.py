@@ -30,6 +30,7 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
     running = {}   # future -> (batch, attempt)
     with ThreadPoolExecutor(max_workers=max(1, sum(limits.values()))) as pool:
         while waiting or running:
+            progress.held = True   # one line once the free slots are filled: "running" counts what really runs
             for item in list(waiting):
                 batch, attempt = item
                 role = batch[0].role
@@ -46,13 +47,18 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
                 running[fut] = (batch, attempt)
                 if gpu is not None:
                     held[fut] = gpu
+            progress.held = False
+            progress.show()
             finished, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
+            progress.held = True   # settled below; shown after the next batches have started
             for fut in finished:
                 batch, attempt = running.pop(fut)
                 if fut in held:
                     free[batch[0].role].append(held.pop(fut))
                 if _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) and expand:
                     waiting += [(b, 1) for b in expand(batch)]
+    progress.held = False
+    progress.show()
 
 
 def _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) -> bool:

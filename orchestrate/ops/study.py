@@ -157,10 +157,19 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
     late = {}
 
     def follow(unit) -> list:
+        """A finished run's next commands (its enqueue), their output in the run's log, not on the terminal."""
+        from orchestrate.executors.batch import log_path
+
+        log = log_path(cmd.data_root(), unit.group)
         try:
-            run_all(c, rest.get(unit.key, []))
-        except Exception as exc:   # invoke's UnexpectedExit / Exit: named with the failed units at the end
-            late[unit.key] = f"done, but its next command failed: {(str(exc).strip().splitlines() or ['?'])[-1]}"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            for argv in rest.get(unit.key, []):
+                with open(log, "a", encoding="utf-8") as fh:
+                    fh.write(f"\n=== {' '.join(argv)}\n")
+                    fh.flush()
+                    run_all(c, [argv], out_stream=fh, err_stream=fh)
+        except Exception:   # invoke's UnexpectedExit / Exit, an unwritable log: named with the failed units at the end
+            late[unit.key] = f"done, but its next command failed (log: {log})"
         return []
 
     report = execute([u.work for u in stage.units], "local", label=stage.key, parallel={role: stage.parallel},
