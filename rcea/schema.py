@@ -3,6 +3,9 @@
 Any outside RLVR run can produce these tables (Parquet, one file per table or a folder of parts) and
 feed them to `python -m aggregate`. Units: log-probabilities and entropies in nats. `method` is
 `base` for the untrained policy; `step` is the optimizer step of the checkpoint (0 for base).
+
+The tables are the contract between the roles (and with any outside run), so they live here; which
+measurement job kind writes which table, and how, is the inference role's knowledge (infer/kinds/).
 """
 
 from __future__ import annotations
