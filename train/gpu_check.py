@@ -16,20 +16,28 @@ micro-batch, so the training pass has the study's memory shape), a fresh rollout
 a large learning rate (`--lr`) so that one update moves a random model by more than bf16 noise. Prompts are
 `data.max_prompt_tokens` long; a random model almost never samples EOS, so completions run to
 `train.max_completion_tokens` (2,048; `--completion` shortens them): the worst case for time and memory.
-The reward is the smoke-test one (train.run.synthetic).
+The reward is the smoke-test one (train.run.synthetic). The word tokenizer follows Qwen2.5 base's conventions
+(EOS <|endoftext|>, ChatML turns ending in <|im_end|>).
 
 Checks, one line each per scale:
   grpo-steps       every step ran and its loss is finite; the LoRA parameter count equals the hand count;
                    seconds per step (the check's own probe passes excluded) and the set-up time;
   memory           peak GPU memory in use (the whole device, vLLM's pool included, sampled every 0.1 s, and
-                   PyTorch's own peak) below 95% of this GPU's; the line gives it against this GPU and an
-                   80 GB H100 (what the scales' vLLM fractions are sized for);
+                   PyTorch's own peak) in GiB, below 95% of an 80 GB H100's 79.6 GiB (what the scales are
+                   sized for) on any GPU: on a larger one the engine's vLLM fraction is scaled down so that it
+                   holds the GiB it would hold on the H100 (train/gpu_measure.py);
   rollout-weights  after the update vLLM samples from the policy being trained: the sampler-vs-policy gap
                    the trainer logs at every step (sampling/sampling_logp_difference/mean) stays near its
                    value before any update, while the policy has moved from the base weights by `moved`
                    (mean |log p_policy - log p_base| on the rollout's tokens). Rollouts from stale weights
                    (TRL 0.29.0 in sleep mode without train/vllm_sync.py) show a gap of about `moved`.
                    FAIL too when the update is too small to tell the two apart.
+  base-weights     the frozen base weights after the steps equal a copy taken before them, bit for bit (the
+                   weight sync merges LoRA out of place, train/vllm_sync.py; TRL's in-place merge / unmerge in
+                   bf16 changes them);
+  stop-tokens      the share of rollout completions that end at a stop token (data.stop_tokens); FAIL if one
+                   runs on past a stop token (the sampler ignores the stop set). A random model rarely samples
+                   one, so the share is near 0 on the GPU shapes; the line shows the stop set is applied.
 On CPU (`--cpu`) the same code runs the tiny shape with TRL's own generation (the vLLM 0.11 wheel needs a
 GPU): rollout-weights then checks that one update moved the policy measurably and says that the sampler gap
 was not measured; memory reports the peak resident memory. The sampler-gap verdict on the GPU code path is
@@ -47,7 +55,8 @@ CPU = {"scale": "tiny", "shape": "tiny", "prompt": 16, "completion": 16}
 CHECK_OVERRIDES = ["train.num_iterations=1", "train.warmup_ratio=0.0", "train.report_to='none'",
                    "train.save_steps=100000", "train.logging_steps=1"]
 GPU_OVERRIDES = ["train.grad_accum=1"]  # one micro-batch per step: the study's per-step memory, a quarter of its time
-SPECIAL = ["<pad>", "<unk>", "<|im_end|>", "<|im_start|>"]  # ids 0, 1, 2 = pad, bos, eos of qwen2_config
+# ids 0, 1, 2 = pad, bos, eos of qwen2_config; as Qwen2.5 base: EOS <|endoftext|>, ChatML turns end in <|im_end|>
+SPECIAL = ["<pad>", "<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TEMPLATE = ("{% for m in messages %}<|im_start|> {{ m['content'] }} <|im_end|> {% endfor %}"
             "{% if add_generation_prompt %}<|im_start|>{% endif %}")
 MIN_MOVE = 1e-3  # nats: a smaller mean change of log p cannot be told from bf16 noise
@@ -66,8 +75,8 @@ def word_tokenizer(vocab_size: int):
     vocab = {t: i for i, t in enumerate(SPECIAL + [f"w{i}" for i in range(len(SPECIAL), vocab_size)])}
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>", eos_token="<|im_end|>",
-                                   additional_special_tokens=["<|im_start|>"], chat_template=TEMPLATE,
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>", eos_token="<|endoftext|>",
+                                   additional_special_tokens=["<|im_start|>", "<|im_end|>"], chat_template=TEMPLATE,
                                    padding_side="left", model_input_names=["input_ids", "attention_mask"])
 
 
@@ -109,41 +118,6 @@ def weights_verdict(gap_before: float, gap_after: float, moved: float) -> tuple[
                 f"policy moved {moved:.4f} from the base" + ("" if ok else ": vLLM SAMPLES FROM STALE WEIGHTS"))
 
 
-class _MemoryWatch:
-    """Peak device memory in use (total - free: every process and pool) sampled in a thread; CPU: peak RSS."""
-
-    def __init__(self, device: str):
-        import threading
-
-        self.gpu, self.peak, self._stop = device.startswith("cuda"), 0.0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True) if self.gpu else None
-
-    def _sample(self):
-        import torch
-
-        free, total = torch.cuda.mem_get_info()
-        self.peak = max(self.peak, (total - free) / 2**30)
-
-    def _run(self):
-        while not self._stop.wait(0.1):
-            self._sample()
-
-    def __enter__(self):
-        if self._thread:
-            self._sample()
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self._thread:
-            self._stop.set()
-            self._thread.join()
-        else:
-            import resource
-
-            self.peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-
-
 def check_config(scale: str, steps: int, lr: float, completion: int, gpu: bool, overrides=()):
     """The scale's study configuration with the check's changes; TrainSetupError names a bad value."""
     from rcea.config import load_config
@@ -183,7 +157,9 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
     import torch
     from transformers import TrainerCallback
 
+    from rcea.data import stop_strings, stop_token_ids
     from rcea.device_check import LORA_TARGETS, lora_params
+    from train.gpu_measure import MemoryWatch, base_change, engine_fraction, frozen_copy, stop_counts
     from train.monitor import GAP_MEAN
     from train.objectives import settings_for
     from train.progress import quiet_trainer
@@ -197,9 +173,15 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
         limit_cpu_threads()  # as training on CPU does: one thread for the tiny model on shared cores
     shape = scale if gpu else CPU["shape"]
     cfg = check_config(scale, steps, lr, completion_tokens, gpu, overrides)
+    total = torch.cuda.mem_get_info()[1] / 2**30 if gpu else None
+    if gpu and cfg["train.use_vllm"]:  # the engine holds the GiB it would hold on an 80 GB H100
+        fraction = engine_fraction(cfg["train.vllm_gpu_memory_utilization"], total)
+        cfg = check_config(scale, steps, lr, completion_tokens, gpu,
+                           [*overrides, f"train.vllm_gpu_memory_utilization={fraction}"])
     prompt_tokens = prompt_tokens or cfg["data.max_prompt_tokens"]
     t = cfg.section("train")
     rollouts: list[dict] = []
+    stops: list[dict] = []
     step_s: list[float] = []
     probe_s = [0.0]
 
@@ -223,6 +205,7 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
                 mask = out["completion_mask"].float()
                 moved = float(((policy - base).abs() * mask).sum() / mask.sum().clamp(min=1))
                 rollouts.append({"step": self.state.global_step, "moved": moved})
+                stops.append(stop_counts(out["completion_ids"], out["completion_mask"], stop_ids))
                 sync()
                 probe_s[0] += time.perf_counter() - t0
             return super()._add_objective_inputs(out, inputs)
@@ -237,40 +220,47 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
             step_s.append(time.perf_counter() - self.t0 - probe_s[0])
 
     t_setup = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="rcea-train-check-", dir=workdir) as tmp, _MemoryWatch(device) as mem:
+    with tempfile.TemporaryDirectory(prefix="rcea-train-check-", dir=workdir) as tmp, MemoryWatch(device) as mem:
         model = _build_model(shape, torch.bfloat16 if t["precision"] == "bf16" else torch.float32, device)
         tokenizer = word_tokenizer(model.config.vocab_size)
+        stop_ids = stop_token_ids(tokenizer, cfg)
         per_rollout = t["per_device_batch"] * t["grad_accum"] // t["num_generations"]
         dataset = prompts(per_rollout * (steps + 1), prompt_tokens - 3, model.config.vocab_size)
         model.save_pretrained(tmp)  # the colocated engine loads from this folder (model.name_or_path)
         tokenizer.save_pretrained(tmp)
         check_saved_tokenizer(tmp, dataset)
         model.config._name_or_path = model.name_or_path = tmp
-        trainer = Probe(model=model, reward_funcs=[synthetic], args=grpo_config(cfg, Path(tmp) / "out"),
+        trainer = Probe(model=model, reward_funcs=[synthetic], args=grpo_config(cfg, Path(tmp) / "out", tokenizer),
                         train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(cfg),
                         callbacks=[Clock()], objective="grpo", objective_settings=settings_for(cfg))
         quiet_trainer(trainer)
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        before = frozen_copy(trainer.model)  # host memory: 15 GB at 7B
         setup_s = time.perf_counter() - t_setup
         history = trainer.train()
+        change = base_change(trainer.model, before)
+        del before
         logs = trainer.state.log_history
         torch_peak = torch.cuda.max_memory_reserved() / 2**30 if gpu else 0.0
     losses = [r["loss"] for r in logs if "loss" in r]
     gaps = {r["step"]: r[GAP_MEAN] for r in logs if GAP_MEAN in r}
-    total = torch.cuda.get_device_properties(0).total_memory / 2**30 if gpu else None
     want = lora_params(shape, t["lora_rank"]) if sorted(t["lora_targets"]) == sorted(LORA_TARGETS) else None
     lora = (want is None or trainable == want,
             f"trainable {trainable:,}" + (f" (by hand {want:,})" if want is not None else ""))
     sampler = ("vLLM colocated" + (", sleep mode" if t["vllm_enable_sleep_mode"] else "")) if t["use_vllm"] \
         else "TRL generate"
     timing = {"setup_s": setup_s, "step_s": step_s, "train_runtime": history.metrics.get("train_runtime")}
+    extra = {"base": change, "stops": stops, "stop_names": stop_strings(cfg),
+             "fraction": t["vllm_gpu_memory_utilization"] if t["use_vllm"] else None}
     return {"checks": verdicts(scale, steps, losses, timing, max(mem.peak, torch_peak), total, rollouts, gaps,
-                               lora, t["use_vllm"]), "sampler": sampler}
+                               lora, t["use_vllm"], extra), "sampler": sampler}
 
 
-def verdicts(scale, steps, losses, timing, peak, total, rollouts, gaps, lora, vllm) -> list[dict]:
-    """The three check lines of one scale from what the run measured."""
+def verdicts(scale, steps, losses, timing, peak, total, rollouts, gaps, lora, vllm, extra) -> list[dict]:
+    """The five check lines of one scale from what the run measured."""
     import math
+
+    from train.gpu_measure import base_verdict, memory_verdict, stop_verdict
 
     step_s = timing["step_s"]
     finite = len(losses) == steps and all(math.isfinite(x) for x in losses)
@@ -279,9 +269,8 @@ def verdicts(scale, steps, losses, timing, peak, total, rollouts, gaps, lora, vl
                       + f" (set-up {timing['setup_s']:.0f} s); losses {', '.join(f'{x:.4g}' for x in losses)};"
                       f" LoRA {lora[1]}"}]
     if total is not None:
-        out.append({"check": f"memory-{scale}", "ok": peak < 0.95 * total,
-                    "detail": f"peak {peak:.1f} GiB in use of this GPU's {total:.0f} GiB ({100 * peak / total:.0f}%;"
-                              f" {100 * peak / (80e9 / 2**30):.0f}% of an 80 GB H100)"})
+        ok, detail = memory_verdict(peak, total, extra["fraction"])
+        out.append({"check": f"memory-{scale}", "ok": ok, "detail": detail})
     else:
         out.append({"check": f"memory-{scale}", "ok": True, "detail": f"peak resident memory {peak:.2f} GiB (CPU)"})
     name = f"rollout-weights-{scale}"
@@ -301,6 +290,9 @@ def verdicts(scale, steps, losses, timing, peak, total, rollouts, gaps, lora, vl
     else:  # log step 1 = the rollout before any update, log step 2 = the first one after it
         ok, detail = weights_verdict(gaps[1], gaps[2], after[0]["moved"])
         out.append({"check": name, "ok": ok, "detail": detail})
+    for check, (ok, detail) in ((f"base-weights-{scale}", base_verdict(extra["base"])),
+                                (f"stop-tokens-{scale}", stop_verdict(extra["stops"], extra["stop_names"]))):
+        out.append({"check": check, "ok": ok, "detail": detail})
     return out
 
 

@@ -29,7 +29,10 @@ def test_cpu_check_runs_grpo_steps(capsys):
     # tiny shape: 2 layers, hidden 64, MLP 128, kv width 2 x 16 = 32; the tiny scale's rank 8
     per_layer = (64 + 64) + 2 * (64 + 32) + (64 + 64) + 2 * (64 + 128) + (128 + 64)
     assert lora_params("tiny", 8) == 8 * per_layer * 2 == 16_384
-    assert lines(out) == {"grpo-steps-tiny": "PASS", "memory-tiny": "PASS", "rollout-weights-tiny": "PASS"}, out
+    assert lines(out) == {"grpo-steps-tiny": "PASS", "memory-tiny": "PASS", "rollout-weights-tiny": "PASS",
+                          "base-weights-tiny": "PASS", "stop-tokens-tiny": "PASS"}, out
+    assert re.search(r"PASS base-weights-tiny: 0 of [\d,]+ frozen base weights changed", out), out
+    assert re.search(r"PASS stop-tokens-tiny: \d+ of 64 rollout completions", out), out
     assert "2 of 2 steps" in out and "trainable 16,384 (by hand 16,384)" in out and "sampler TRL generate" in out
     assert "the sampler gap needs vLLM (GPU): not measured here" in out
     assert re.search(r"^GPU CHECK PASSED \(\d+ s\)$", out, re.M) and "{'loss'" not in out  # no raw Trainer dicts
