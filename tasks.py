@@ -151,6 +151,8 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
 
 def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
     took = st.run_study(c, stages, execute)
+    if is_dry(c):
+        return print(f"\n=== dry run: nothing ran; the commands above are what `invoke {name}` runs")
     print(f"\n=== {name} done in {duration(took)}")
     if launch(scale).local:
         print(f"=== report: {data_root(scale)}/results/{scale}/report.md (tables/ and figures/ beside it)")

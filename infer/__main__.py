@@ -93,6 +93,10 @@ def cmd_worker(args) -> int:
               f"Enqueue the measurements first: `invoke infer --scale {args.scale} --method M` for each trained "
               f"method, or run the whole study: `invoke study --scale {args.scale}`.", file=sys.stderr)
         return 2
+    if args.progress:   # per-job lines and library warnings to the log, one progress line here (infer.console)
+        from infer.console import watch_queue
+
+        watch_queue(args.scale)
     others = [_sibling_worker(args) for _ in range(args.processes - 1)]
     if args.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)   # before torch is imported
@@ -220,6 +224,9 @@ def main(argv=None) -> int:
     w.add_argument("--poll", type=float, default=5.0, help="seconds between claims when the queue is empty")
     w.add_argument("--processes", type=int, default=1,
                    help="tiny scale: this many worker processes on the queue (one CPU thread each)")
+    w.add_argument("--progress", action="store_true",
+                   help="print one progress line for the queue; every worker's own output goes to "
+                        "<data>/logs/workers/<scale>.log")
     s = sub.add_parser("status", help="show the queue")
     s.add_argument("--scale", default=None, help=f"{', '.join(SCALES)} (default: $RCEA_SCALE)")
     s.add_argument("--jobs", action="store_true", help="list every job")

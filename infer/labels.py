@@ -3,7 +3,10 @@
     python -m infer.labels validity --scale S     the validity judge over every verified success
     python -m infer.labels modes    --scale S     semantic modes of the valid successes
     python -m infer.labels all      --scale S     both, in that order
-        [--labeller auto|rules|llm] [--base-url URL] [--model NAME] [--concurrency N] [--no-progress]
+        [--labeller auto|rules|llm] [--base-url URL] [--model NAME] [--concurrency N] [--no-progress] [--json]
+
+Prints one line per step (`[judge] 339 accepted: 324 valid, 15 invalid, 0 without a verdict (rules)`);
+--json prints the whole summary as JSON instead.
 
 Who labels is `judge.labeller` (overridable with --labeller): `auto` uses the toy world's rules when
 `data.world` is `toy` (decidable there, no model call) and the LLM judge and codebook otherwise; `rules` or
@@ -75,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--concurrency", type=int, default=None)
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON (default: one line per step)")
     args = ap.parse_args(argv)
     try:
         cfg = load_config(args.scale)
@@ -87,8 +91,18 @@ def main(argv: list[str] | None = None) -> int:
         out["validity"] = validity(args.scale, kind, cfg, args)
     if args.step in ("modes", "all"):
         out["modes"] = modes(args.scale, kind, cfg, args)
-    print(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2) if args.json else "\n".join(one_line(step, v) for step, v in out.items()))
     return 0
+
+
+def one_line(step: str, s: dict) -> str:
+    """A step's summary in one line, the style of the study's other stages."""
+    if step == "validity":
+        return (f"[judge] {s.get('accepted', 0)} accepted: {s.get('valid', 0)} valid, {s.get('invalid', 0)} "
+                f"invalid, {s.get('no_verdict', 0)} without a verdict ({s.get('labeller')})")
+    extra = ", ".join(f"{s[k]} {k}" for k in ("uncertain", "disputed") if s.get(k))
+    return (f"[modes] {s.get('included', 0)} of {s.get('trajectories', 0)} valid successes assigned a mode"
+            + (f" ({extra})" if extra else "") + f" ({s.get('labeller')})")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,22 @@ def _defaults(scale: str) -> dict:
         return {"seed": 2031}
 
 
+def _nothing_to_report(scale: str) -> str:
+    """'' when the audit has annotations to report on, else what to do first (one line)."""
+    from infer.audit import store
+
+    db = audit_db(scale)
+    if not db.exists() or not drawn(db):
+        return (f"audit: no audit sample at {db} yet; draw it with `invoke audit --scale {scale} --sample` "
+                "(the study does), annotate it, then --report")
+    with store.connect(db) as con:
+        n = sum(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("labels", "adjudications"))
+    if n:
+        return ""
+    return (f"audit: no annotations in {db} yet; annotate the pairs with `invoke audit --scale {scale} --serve` "
+            f"(or import a CSV with `invoke audit --scale {scale} --import FILE`), then --report")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infer.audit")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -46,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     if args.cmd == "sample" and args.if_missing and not args.force and drawn(audit_db(args.scale)):
-        print(json.dumps({"kept": str(audit_db(args.scale)), "pairs": drawn(audit_db(args.scale))}))
+        print(f"[audit] sample kept: {drawn(audit_db(args.scale))} pairs drawn before ({audit_db(args.scale)})")
     elif args.cmd == "import":
         try:
             print(json.dumps(import_labels(audit_db(args.scale), args.file), indent=2))
@@ -60,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("--annotators needs two names, e.g. A,B")
         out = sample(args.scale, args.seed or _defaults(args.scale)["seed"], args.questions, args.per_question,
                      exclude, names, args.force)
-        print(json.dumps(out, indent=2))
+        print(f"[audit] {out['pairs']} pairs drawn from {out['trajectories']} trajectories of {out['questions']} "
+              f"questions ({out['db']}); annotate them with `invoke audit --scale {args.scale} --serve`")
     elif args.cmd == "serve":
         httpd = make_server(audit_db(args.scale), args.host, args.port)
         host, port = httpd.server_address[:2]
@@ -70,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             pass
     else:
+        hint = _nothing_to_report(args.scale)
+        if hint:
+            print(hint, file=sys.stderr)
+            return 1
         out = report(audit_db(args.scale))
         atomic_write_json(args.out or audit_report(args.scale), out)
         print(json.dumps(out, indent=2, default=str))

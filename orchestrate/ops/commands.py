@@ -122,7 +122,8 @@ def worker_services(n: int) -> list[str]:
 
 
 def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = True, lease: float = 0) -> list[str]:
-    """Local launcher: `num_workers` local worker processes (one CPU thread each) until the queue is empty.
+    """Local launcher: `num_workers` local worker processes (one CPU thread each) until the queue is empty, one
+    progress line on the terminal (each worker's own output in <data>/logs/workers/<scale>.log: infer.console).
     Compose: the `infer-workers` group of compose.yaml
     (the eight workers, those at or above NUM_WORKERS exiting at once, and a follower of the queue):
     detached for `invoke workers` (`docker compose logs -f infer-workers` follows it), attached in the study,
@@ -130,7 +131,7 @@ def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = T
     if launch(scale).local:
         return local_command("infer", ["worker", "--scale", scale, "--until-empty",
                                        "--processes", str(num_workers),
-                                       *(["--lease", f"{lease:g}"] if lease else [])])
+                                       *(["--lease", f"{lease:g}"] if lease else []), "--progress"])
     env = {"NUM_WORKERS": num_workers, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
     how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
     return with_scale(scale, compose("--profile", "infer", "up", *how, WORKERS_GROUP), **env)

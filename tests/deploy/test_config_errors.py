@@ -47,3 +47,15 @@ def test_an_override_error_still_says_override():
     with pytest.raises(Exit) as e:
         check_overrides(["train.learning_rate=-1"], "tiny")
     assert e.value.message.startswith("invalid --override: ")
+
+
+def test_a_dry_study_says_it_ran_nothing(capsys, monkeypatch):
+    """`invoke --dry demo` ended with 'demo done in 0s' and 'results: results/tiny/ on this machine' (issue 31)."""
+    from invoke import Config, Context
+
+    monkeypatch.setenv("RCEA_OVERRIDES", "")
+    tasks.demo(Context(Config(overrides={"run": {"dry": True, "echo_format": "{command}"}})), quick=True,
+               methods="grpo")
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("=== dry run: nothing ran; the commands above are what `invoke demo` runs")
+    assert " done in " not in out and "results:" not in out and "report:" not in out

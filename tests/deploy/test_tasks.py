@@ -52,9 +52,9 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("warm_start", {}, [f"{LOCAL['train']} -m rcea.warmstart_rebuild --rebuild"]),
     ("warm_start", {"write": True}, [f"{LOCAL['train']} -m rcea.warmstart_rebuild --rebuild --write"]),
     ("warm_start", {"steps": 10}, [f"{LOCAL['train']} -m rcea.warmstart_rebuild --rebuild --steps 10"]),
-    ("workers", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2"]),
+    ("workers", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2 --progress"]),
     ("workers", {"scale": "tiny", "lease": 20.0},
-     [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2 --lease 20"]),
+     [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2 --lease 20 --progress"]),
     ("workers", {"scale": "3b", "num_workers": 2, "lease": 60.0},
      ["env RCEA_SCALE=3b NUM_WORKERS=2 RCEA_LEASE_S=60 docker compose --profile infer up -d infer-workers"]),
     ("workers", {"scale": "3b", "num_workers": 8},
@@ -314,9 +314,9 @@ def test_dry_prints_the_overrides_every_process_applies(dry, monkeypatch, capsys
 def test_tiny_needs_no_worker_count_and_num_workers_zero_is_not_eight(dry, capsys, monkeypatch):
     monkeypatch.setenv("NUM_WORKERS", "twelve")  # read for 3b/7b only
     assert dry_lines(capsys, tasks.workers, dry, scale="tiny") == [
-        f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2"]
+        f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2 --progress"]
     assert dry_lines(capsys, tasks.workers, dry, scale="tiny", num_workers="3") == [   # processes, as GPUs at 3b
-        f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 3"]
+        f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 3 --progress"]
     with pytest.raises(Exit, match=r"invalid --num-workers '0'; valid choices: 1..8"):
         tasks.workers(dry, scale="7b", num_workers="0")
 
@@ -452,7 +452,7 @@ def test_num_workers_means_the_measurement_workers_under_every_engine(dry, capsy
     """The study's workers stage and the Ray engine's measurement slots take the same count (the tiny scale ran
     2 processes on the queue path and 1 under Ray, and refused --num-workers)."""
     lines = dry_lines(capsys, tasks.study, dry, scale="tiny", methods="grpo", num_workers="3")
-    assert f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 3" in lines
+    assert f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 3 --progress" in lines
     ray = study.executor("ray", "tiny", ["grpo"], None, 3)
     assert ray.num_workers == 3 and not ray.gpus
     assert study.executor("ray", "3b", ["grpo"]).num_workers == 8 and study.executor("ray", "3b", ["grpo"]).gpus

@@ -66,8 +66,12 @@ def test_label_adjudicate_report(labelled, tmp_path, capsys):
     (tmp_path / "dev.txt").write_text("q3\n")
     assert audit_main(["sample", "--scale", "tiny", "--questions", "5", "--per-question", "6",
                        "--exclude", str(tmp_path / "dev.txt")]) == 0
-    info = json.loads(capsys.readouterr().out)
-    assert info == {"questions": 2, "trajectories": 12, "pairs": 30, "db": str(audit_db("tiny"))}
+    assert capsys.readouterr().out == (f"[audit] 30 pairs drawn from 12 trajectories of 2 questions ({audit_db('tiny')}); "
+                                       "annotate them with `invoke audit --scale tiny --serve`\n")
+    assert audit_main(["report", "--scale", "tiny"]) == 1   # nothing annotated yet: what to do, not NaN metrics
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--serve" in err and "--import" in err and "NaN" not in err
+    assert not audit_db("tiny").with_name("report.json").exists()
     with pytest.raises(SystemExit):  # never silently redrawn over labels
         audit_main(["sample", "--scale", "tiny"])
     db = audit_db("tiny")
@@ -145,7 +149,7 @@ def test_if_missing_keeps_the_draw_and_import_checks_every_row_first(labelled, t
     assert n_pairs > 0
     capsys.readouterr()
     assert audit_main(["sample", "--scale", "tiny", "--if-missing"]) == 0  # what a study rerun does
-    assert json.loads(capsys.readouterr().out) == {"kept": str(db), "pairs": n_pairs}
+    assert capsys.readouterr().out == f"[audit] sample kept: {n_pairs} pairs drawn before ({db})\n"
     bad = tmp_path / "bad.csv"
     bad.write_text("annotator,pair_id,label\nD,1,1\nD,99999,0\n")
     assert audit_main(["import", "--scale", "tiny", str(bad)]) == 2

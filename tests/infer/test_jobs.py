@@ -5,6 +5,7 @@ import math
 import os
 import shutil
 import signal
+import re
 import subprocess
 import sys
 import time
@@ -219,13 +220,21 @@ def test_two_worker_processes_share_the_queue_and_give_the_same_rows(ran, tiny_d
     queue, every job is done once, and the tables equal the single in-process worker's (`ran`)."""
     _enqueue("all")
     env = dict(subprocess_env(tiny_data), RCEA_INFER_TEST_SLOWDOWN_S="0.3")  # jobs long enough for both to claim
+    t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "infer", "worker", "--scale", "tiny", "--until-empty",
-                        "--processes", "2", "--poll", "0.2"], env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+                        "--processes", "2", "--poll", "0.2", "--progress"], env=env, capture_output=True, text=True,
+                       timeout=900)
+    log = tiny_data / "logs" / "workers" / "tiny.log"
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + log.read_text()[-3000:]
     jobs = Queue(queue_path("tiny")).jobs()
     assert {j["state"] for j in jobs} == {"done"} and all(j["attempts"] == 1 for j in jobs)
     assert len({j["worker"] for j in jobs}) == 2, [(j["key"], j["worker"]) for j in jobs]
-    assert r.stdout.count("worker finished:") == 2
+    # --progress: both workers' own lines in the log; on the terminal the queue's counts only (issue 31)
+    assert log.read_text().count("worker finished:") == 2 and r.stderr == ""
+    lines = r.stdout.splitlines()
+    assert lines and all(re.fullmatch(r"\[workers\] \d+/\d+ done, \d+ running.*", ln) for ln in lines), lines
+    assert lines[-1].startswith(f"[workers] {len(jobs)}/{len(jobs)} done, 0 running") and str(log) in lines[-1]
+    assert len(lines) <= 2 + (time.monotonic() - t0) / 10   # at most one line every 10 s, and the last
     for name in TABLES:
         pd.testing.assert_frame_equal(_table(tiny_data, name), _table(ran[0], name))
 

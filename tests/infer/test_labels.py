@@ -61,7 +61,7 @@ def test_labels_all_runs_the_llm_judge_then_the_codebook(tmp_path):
     env = {**os.environ, "RCEA_DATA": str(data)}
     with ScriptedServer() as srv:
         r = subprocess.run([sys.executable, "-m", "infer.labels", "all", "--scale", "tiny", "--labeller", "llm",
-                            "--base-url", srv.base_url, "--model", "scripted", "--no-progress"],
+                            "--base-url", srv.base_url, "--model", "scripted", "--no-progress", "--json"],
                            cwd=project_root(), env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
@@ -173,3 +173,14 @@ def test_status_takes_the_scale_compose_passes(tmp_path):
     assert r.returncode == 2 and "$RCEA_SCALE is ''" in r.stderr
     r = _infer(["status", "--follow", "5"], tmp_path, RCEA_SCALE="3b")
     assert r.returncode == 1 and "no queue at" in r.stdout
+
+
+def test_the_default_output_is_one_line_per_step():
+    """The study prints these (issue 31: the JSON summary was 20 lines of the demo's terminal)."""
+    from infer.labels import one_line
+
+    assert one_line("validity", {"labeller": "rules", "accepted": 339, "valid": 324, "invalid": 15,
+                                 "no_verdict": 0}) == "[judge] 339 accepted: 324 valid, 15 invalid, 0 without a verdict (rules)"
+    assert one_line("modes", {"labeller": "llm", "trajectories": 324, "included": 320, "uncertain": 4, "disputed": 0,
+                              "by_source": {"plug-in": 320}}) == \
+        "[modes] 320 of 324 valid successes assigned a mode (4 uncertain) (llm)"

@@ -1,0 +1,98 @@
+"""`infer worker --progress`: the details in a log, one progress line for the queue on the terminal.
+
+    console, log = to_log(path)          # this process's stdout/stderr (and its children's) now go to `path`
+    watch = QueueWatch(counts, console)  # a thread printing the queue's counts as they change
+    watch.start(); ...; watch.stop()
+
+Per-job lines, library warnings (PEFT, transformers) and progress bars of every worker process end up in the log
+(<data>/logs/workers/<scale>.log); the terminal gets, in the style of the other stages,
+
+    [workers] 12/52 done, 2 running, ~40s left (log: data/logs/workers/tiny.log)
+
+at most one line every `every_s` seconds (and the last), the time left measured from the jobs this run has
+finished (none before the first).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rcea.progress import duration, time_left
+
+
+def to_log(path: Path):
+    """Point file descriptors 1 and 2 at `path` (appending); returns a text stream on the former stdout."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    console = os.fdopen(os.dup(1), "w", buffering=1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return console
+
+
+def counts_line(counts: dict, elapsed: float, done_here: int, log: str = "") -> str:
+    """'[workers] 12/52 done, 2 running, 1 failed, ~40s left' from the queue's state counts."""
+    total = sum(counts.values())
+    done, failed, running = counts.get("done", 0), counts.get("failed", 0), counts.get("running", 0)
+    left = ""
+    if done_here > 0 and done + failed < total:
+        left = time_left(elapsed, done_here, done_here + total - done - failed)
+    parts = [f"[workers] {done}/{total} done", f"{running} running", *([f"{failed} failed"] if failed else []),
+             *([left] if left else [f"{duration(elapsed)}"] if done + failed >= total else [])]
+    return ", ".join(parts) + (f" (log: {log})" if log else "")
+
+
+class QueueWatch(threading.Thread):
+    def __init__(self, counts, console, log: str = "", every_s: float = 10.0, poll_s: float = 1.0):
+        super().__init__(daemon=True)
+        self.counts, self.console, self.log, self.every_s, self.poll_s = counts, console, log, every_s, poll_s
+        self.t0, self.halt = time.monotonic(), threading.Event()
+        self.start_done: int | None = None
+        self.shown: tuple = (None, float("-inf"))
+
+    def show(self, final: bool = False) -> None:
+        try:
+            c = self.counts()
+        except Exception:   # noqa: BLE001 - a busy or damaged queue: the workers report it themselves
+            return
+        finished = c.get("done", 0) + c.get("failed", 0)
+        if self.start_done is None:
+            self.start_done = finished
+        key, now = tuple(sorted(c.items())), time.monotonic()
+        if key != self.shown[0] and (final or now - self.shown[1] >= self.every_s):
+            first = self.shown[0] is None
+            print(counts_line(c, now - self.t0, finished - self.start_done, self.log if first or final else ""),
+                  file=self.console, flush=True)
+            self.shown = (key, now)
+
+    def run(self) -> None:
+        while not self.halt.wait(self.poll_s):
+            self.show()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(timeout=5)
+        self.show(final=True)
+
+
+def watch_queue(scale: str, log: Path | None = None) -> QueueWatch:
+    """From now on this process's (and its children's) output goes to the scale's worker log, and a thread
+    prints the queue's progress on the terminal until the process exits."""
+    import atexit
+
+    from infer.queue import Queue
+    from rcea.layout import logs_dir, queue_path
+
+    log = log or logs_dir("workers") / f"{scale}.log"
+    console = to_log(log)
+    q = Queue(queue_path(scale))
+    watch = QueueWatch(q.counts, console, str(log))
+    watch.start()
+    atexit.register(watch.stop)
+    return watch
