@@ -84,8 +84,9 @@ def _read(scale: str, cdir: str) -> Launch:
             ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])
         ) + f"; its keys are {', '.join(sorted(fields))}")
     where = f"{path.name} [launch]"
-    check_choice(f"launcher in {where}", table["launcher"], LAUNCHERS)
-    check_choice(f"device in {where}", table["device"], DEVICES)
+    for key, valid in (("launcher", LAUNCHERS), ("device", DEVICES)):
+        if table[key] not in valid:
+            raise ConfigError(f"{where}: unknown {key} {table[key]!r}; valid: {', '.join(valid)}")
     slots = table["slots"]
     if not isinstance(slots, dict) or set(slots) != set(ROLES) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in slots.values()):

@@ -152,3 +152,39 @@ def test_a_run_folder_written_before_the_training_scope_is_still_accepted(tmp_pa
     assert json.loads((tmp_path / "config" / "resolved.json").read_text())["hash"] == cfg.hash()
     cfg.write(tmp_path, "train")
     assert json.loads((tmp_path / "config" / "resolved.json").read_text())["hash"] == cfg.hash("train")
+
+
+def test_each_scale_file_says_where_its_units_run_as_values(tmp_path):
+    """configs/scales/*.toml [launch] (rcea.launch): what differs between tiny and 3b/7b besides settings is a
+    value read once per scale, checked on load with one line naming the fix, and never a setting (no hash)."""
+    import shutil
+
+    from rcea.launch import launch
+    from rcea.paths import configs_dir
+
+    tiny, b3 = launch("tiny"), launch("3b")
+    assert (tiny.launcher, tiny.device, tiny.slots, tiny.workers, tiny.train_gpus) == (
+        "local", "cpu", {"train": 2, "infer": 1}, 2, ())
+    assert (b3.launcher, b3.device, b3.train_gpus, b3.judge_server, b3.train_slots()) == ("compose", "gpu", (0,), True, 1)
+    assert not tiny.judge_server and launch("7b").launcher == "compose"
+    with pytest.raises(ConfigError, match="unknown setting 'launch.launcher'"):
+        load_config("3b", None, ['launch.launcher="local"'])   # where units run is not a setting to override
+    root = tmp_path / "configs"
+    shutil.copytree(configs_dir(), root)
+    scale_file = root / "scales" / "3b.toml"
+    text = scale_file.read_text()
+    scale_file.write_text(text.replace("train_gpus = [0]", "train_gpus = [0, 1, 2]"))
+    assert launch("3b", root).train_slots() == 3                       # one training run per GPU, side by side
+    assert load_config("3b", "grpo", root=root).hash("train") == load_config("3b", "grpo").hash("train")
+    for i, (bad, message) in enumerate((
+            (text.replace('launcher = "compose"', 'launcher = "ssh"'), "unknown launcher"),
+            (text.replace("workers = 8 ", "workers = 9 "), "workers must be 1..8"),
+            (text.replace("train_gpus = [0]", "train_gpus = []"), "needs at least one training GPU"),
+            (text.replace("slots = { train = 1, infer = 8 }", "slots = { train = 1 }"), "slots must be"),
+            (text.replace("judge_server = true", "judge_sever = true"), "missing judge_server"))):
+        assert bad != text, message
+        other = tmp_path / f"bad{i}"   # a folder each: a scale's record is read once per folder
+        (other / "scales").mkdir(parents=True)
+        (other / "scales" / "3b.toml").write_text(bad)
+        with pytest.raises(ConfigError, match=message):
+            launch("3b", other)

@@ -160,7 +160,8 @@ def rehearsal_overrides() -> list[str]:
     """The 3b scale with what a CPU can run in its place (see test_rehearsal.py's docstring). The judge and
     codebook keep the configuration's endpoint (the judge service, http://judge:8000/v1) and model names."""
     tiny = tomllib.loads((ROOT / "configs" / "scales" / "tiny.toml").read_text())
-    out = [f"{section}.{key}={toml_value(v)}" for section, table in tiny.items() for key, v in table.items()]
+    out = [f"{section}.{key}={toml_value(v)}" for section, table in tiny.items() for key, v in table.items()
+           if section != "launch"]   # its settings, not where its units run (3b's [launch]: Compose)
     return out + [
         "train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
         f"eval.benchmarks={toml_value(['toy', *BENCHMARKS])}", "eval.questions_per_benchmark=2",
