@@ -153,7 +153,7 @@ def grpo_config(cfg: Config, ckpt_dir: Path):
         num_train_epochs=t["epochs"], save_strategy="steps", save_steps=t["save_steps"],
         logging_steps=t["logging_steps"], seed=t["seed"], data_seed=t["seed"], report_to=trl_report_to(cfg),
         use_cpu=not gpu, use_vllm=t["use_vllm"], dataloader_num_workers=0, save_only_model=False,
-        log_completions=False, disable_tqdm=True,
+        log_completions=False, disable_tqdm=True, cast_lm_head_to_fp32=t["lm_head_fp32"],
     )
     if t["use_vllm"]:
         kwargs.update(vllm_mode="colocate", vllm_importance_sampling_correction=t["vllm_is_correction"],
