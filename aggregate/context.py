@@ -3,7 +3,7 @@
 When ``--input`` is a study's tables folder (``rcea.layout.tables_dir``), the data folder around it also
 holds each training run's per-step log (``train/<scale>/<run>/steps.jsonl``) and manifests, the judge's
 calibration metrics and the partition audit's report. From them: the training-entropy trace over the
-whole epoch (Figures 1 and 3), the failure-window statistics of every run (supplement §13: the share of
+whole epoch (Figure 3 and Figure 1's entropy panel), the failure-window statistics of every run (supplement §13: the share of
 sampled completions in prompt groups with nonzero reward variance, the share of updates whose covariance
 mask selects no token), the judge-calibration and audit-gate sections of the report, and Table A1's
 inventory of the machines and libraries the manifests record. A missing piece is a note, never an error.
