@@ -1,10 +1,10 @@
-"""What every kind's runner shares: the job's configuration, its adapter, prompts, answer checks and seeds."""
+"""What every kind's runner shares: the job's configuration, its adapter, prompts, answer checks and seeds.
+Standard library at import (numpy when a seed is drawn): the plan imports the kind modules, and the
+orchestration's environment plans in-process without numpy."""
 
 from __future__ import annotations
 
 import zlib
-
-import numpy as np
 
 from rcea.config import load_config
 from rcea.data import chat_messages
@@ -18,6 +18,8 @@ class JobInputError(RuntimeError):
 
 def derive_seed(base: int, question_id: str, k: int) -> int:
     """A per-sample seed from (base seed, question, sample index); independent of processing order."""
+    import numpy as np
+
     return int(np.random.SeedSequence([base, zlib.crc32(question_id.encode()), k]).generate_state(1)[0])
 
 

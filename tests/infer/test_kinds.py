@@ -100,3 +100,19 @@ def test_an_unknown_kind_or_a_job_of_other_tables_names_the_fix(tmp_path, monkey
         jobs.run_job({**job["payload"], "tables": ["greedy"]}, None, lambda *a: None)
     with pytest.raises(ValueError, match="naming the tables it writes"):
         MeasureUnit.from_job({**job, "payload": {k: v for k, v in job["payload"].items() if k != "tables"}})
+
+
+def test_planning_needs_only_the_standard_library(tmp_path):
+    """The orchestration's environment (no numpy, pandas or torch) plans in-process (`python -m infer plan`):
+    importing the kinds and planning loads none of them; a runner imports them when it runs."""
+    import subprocess
+    import sys
+
+    from rcea.paths import project_root
+
+    code = ("import sys\nfor m in ('numpy', 'pandas', 'torch', 'pyarrow'): sys.modules[m] = None\n"
+            "from rcea.config import load_config\nfrom infer.plan import plan_jobs\n"
+            "print(len(plan_jobs(load_config('3b'), '3b', 'base', 'all', [])))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=project_root(), capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "RCEA_DATA": str(tmp_path)}, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "3", out.stderr[-2000:]
