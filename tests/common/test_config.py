@@ -10,7 +10,7 @@ def test_every_setting_is_tagged_and_scales_load():
         cfg = load_config(scale)
         assert cfg.keys(), scale
         for key in cfg.keys():
-            assert cfg.status(key) in ("S", "R", "C"), key
+            assert cfg.status(key) in ("S", "E", "R", "C"), key
 
 
 def test_paper_values_survive_on_real_scales():
