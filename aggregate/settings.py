@@ -4,7 +4,8 @@ Every field takes its default from configs/base.toml (``_setting(key)``: never c
 spelling: the field name is the TOML key of [aggregate], apart from the few read from another section, named
 at the field), where its status and reason are documented (docs/settings.md).
 ``load_settings(scale)`` applies a scale's values; the CLI overrides fields (``AggregateSettings.replace``).
-Status tags: [S] stated by the paper, [R] reconstructed, [C] our choice (as in docs/settings.md).
+Status tags (copied from configs/base.toml, which decides): [S] stated in the paper, [E] a cited source's value,
+[R] reconstructed, [C] our choice (docs/settings.md; report.md shows each with the value used).
 """
 
 from __future__ import annotations

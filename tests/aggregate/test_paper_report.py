@@ -83,3 +83,17 @@ def test_codebook_counts_from_the_assignment_table(tmp_path) -> None:
     assert (cb["questions"], cb["modes"], cb["included"], cb["uncertain"], cb["disputed"]) == (2, 3, 5, 1, 2)
     text = "\n".join(pr.codebook_lines({"codebook": cb}))
     assert "| modes in the final export | 3 | 313 |" in text and "| sent to reconciliation (disputed) | 2 | 7,726 |" in text
+
+
+def test_the_tags_in_the_settings_docstrings_are_those_of_the_toml() -> None:
+    """aggregate/settings.py repeats each field's tag in its docstring; configs/base.toml decides."""
+    import re
+    from pathlib import Path
+
+    import aggregate.settings as mod
+
+    src = Path(mod.__file__).read_text(encoding="utf-8")
+    found = re.findall(r'_setting\("([\w.]+)"\)\n\s+"""\[(\w)\]', src)
+    assert len(found) >= 15
+    tags = pr.tagged_settings()
+    assert [(k, t) for k, t in found if tags[k].status != t] == []
