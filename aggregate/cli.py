@@ -154,8 +154,21 @@ def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = Tru
     import json
 
     report.write_text(out / "summary.json", json.dumps(report.summary(res), indent=1))
-    if echo:
-        print(report.terminal_summary(res, st))
+    if echo:   # the terminal shows each run's final checkpoint (and the base); report.md has every checkpoint
+        last = final_endpoints(res.get("endpoints", []))
+        print(report.terminal_summary({**res, "endpoints": last}, st))
+        if len(last) < len(res.get("endpoints", [])):
+            print(f"(final checkpoints; all {len(res['endpoints'])} endpoints in report.md)")
         print(f"wrote {out}/summary.json, report.md, tables/ ({len(tabs)}), figures/ ({sum(map(len, figs.values()))} "
               f"files)")
     return res
+
+
+def final_endpoints(endpoints: list[dict]) -> list[dict]:
+    """The last step of each (scale, method), in their first-seen order."""
+    last: dict[tuple, dict] = {}
+    for e in endpoints:
+        key = (e.get("scale"), e.get("method"))
+        if key not in last or (e.get("step") or 0) >= (last[key].get("step") or 0):
+            last[key] = e
+    return list(last.values())

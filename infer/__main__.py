@@ -153,7 +153,7 @@ def cmd_status(args) -> int:
     if args.follow:
         return follow(q, args.follow)
     counts = q.counts()
-    print(f"queue {path}: {counts}")
+    print(f"queue {path}: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
     for j in q.jobs():
         if args.jobs or j["state"] in ("running", "failed"):
             extra = f" worker={j['worker']}" if j["state"] == "running" else ""

@@ -1,16 +1,16 @@
 """`infer worker --progress`: the details in a log, one progress line for the queue on the terminal.
 
-    console, log = to_log(path)          # this process's stdout/stderr (and its children's) now go to `path`
+    console = to_log(path)               # this process's stdout/stderr (and its children's) now go to `path`
     watch = QueueWatch(counts, console)  # a thread printing the queue's counts as they change
-    watch.start(); ...; watch.stop()
+    watch.start(); ...; watch.stop()     # (watch_queue(scale) does all of it, the stop at exit)
 
 Per-job lines, library warnings (PEFT, transformers) and progress bars of every worker process end up in the log
 (<data>/logs/workers/<scale>.log); the terminal gets, in the style of the other stages,
 
     [workers] 12/52 done, 2 running, ~40s left (log: data/logs/workers/tiny.log)
 
-at most one line every `every_s` seconds (and the last), the time left measured from the jobs this run has
-finished (none before the first).
+a line when a tenth of the jobs has finished (or a minute passed) and the last one, the time left measured from
+the jobs this run has finished (none before a tenth of them).
 """
 from __future__ import annotations
 
@@ -49,27 +49,32 @@ def counts_line(counts: dict, elapsed: float, done_here: int, log: str = "") -> 
 
 
 class QueueWatch(threading.Thread):
-    def __init__(self, counts, console, log: str = "", every_s: float = 10.0, poll_s: float = 1.0):
+    def __init__(self, counts, console, log: str = "", every_s: float = 60.0, poll_s: float = 1.0):
         super().__init__(daemon=True)
         self.counts, self.console, self.log, self.every_s, self.poll_s = counts, console, log, every_s, poll_s
         self.t0, self.halt = time.monotonic(), threading.Event()
         self.start_done: int | None = None
-        self.shown: tuple = (None, float("-inf"))
+        self.shown: tuple = (None, float("-inf"), 0)   # counts, time and finished jobs of the last line
 
     def show(self, final: bool = False) -> None:
+        """A line when the counts changed and: it is the last, or the first with a job running, or a tenth of
+        the jobs finished since the last line, or a minute passed since it."""
         try:
             c = self.counts()
         except Exception:   # noqa: BLE001 - a busy or damaged queue: the workers report it themselves
             return
-        finished = c.get("done", 0) + c.get("failed", 0)
+        finished, total = c.get("done", 0) + c.get("failed", 0), sum(c.values())
         if self.start_done is None:
             self.start_done = finished
         key, now = tuple(sorted(c.items())), time.monotonic()
-        if key != self.shown[0] and (final or now - self.shown[1] >= self.every_s):
-            first = self.shown[0] is None
-            print(counts_line(c, now - self.t0, finished - self.start_done, self.log if first or final else ""),
-                  file=self.console, flush=True)
-            self.shown = (key, now)
+        first = self.shown[0] is None
+        step = finished - self.shown[2] >= max(1, total // 10)
+        if key != self.shown[0] and (final or (first and (c.get("running") or finished > self.start_done))
+                                     or (not first and (step or now - self.shown[1] >= self.every_s))):
+            here = finished - self.start_done
+            print(counts_line(c, now - self.t0, here if here >= max(2, total // 10) else 0,
+                              self.log if first or final else ""), file=self.console, flush=True)
+            self.shown = (key, now, finished)
 
     def run(self) -> None:
         while not self.halt.wait(self.poll_s):

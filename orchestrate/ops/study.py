@@ -30,7 +30,7 @@ import os
 import shlex
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from invoke.exceptions import Exit
@@ -49,13 +49,6 @@ QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_
                    "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
                    "aggregate.bootstrap_resamples=200")
 
-# Rough share of the tiny study's time per stage (seconds of `scripts/measure demo` on 2 cores under load,
-# docs/measurements.md: prepare 16 s with the shipped warm start, each objective ~105 s with two side by side,
-# the two workers ~254 s); the "left" estimate scales them by the pace so far.
-STAGE_WEIGHTS = {"prepare": 16.0, "train": 105.0, "workers": 254.0, "judge": 3.0, "modes": 3.0, "audit": 3.0,
-                 "aggregate": 11.0, "results": 1.0}
-
-
 @dataclass(frozen=True)
 class Unit:
     """One piece of work: its commands run one after another (a unit stops at the first failure). `work`: the
@@ -72,7 +65,6 @@ class Stage:
     units: tuple[Unit, ...]
     parallel: int = 1             # units at a time
     gpus: tuple[int, ...] = ()    # host GPUs its units are pinned to, one each (the training GPUs)
-    weight: float = field(default=10.0, compare=False)
 
     def commands(self) -> list[list[str]]:
         return [list(a) for u in self.units for a in u.commands]
@@ -83,9 +75,7 @@ def _unit(name: str, *argvs, work=None) -> Unit:
 
 
 def _stage(key: str, title: str, units, **kw) -> Stage:
-    units = tuple(units)
-    weight = STAGE_WEIGHTS.get(key, 10.0) * (len(units) if key == "train" else 1)
-    return Stage(key, title, units, weight=weight, **kw)
+    return Stage(key, title, tuple(units), **kw)
 
 
 def study_stages(scale: str, methods, num_workers: int | None = None) -> list[Stage]:
@@ -203,10 +193,9 @@ def executor(engine: str, scale: str, methods, address: str | None = None, num_w
 
 
 def banner(i: int, stages: list[Stage], spent: float) -> str:
-    """`=== [i/n] title  (+elapsed, ~left)`: time left scales the remaining weights by the pace so far."""
-    done = sum(s.weight for s in stages[: i - 1])
-    left = f", ~{duration(spent / done * sum(s.weight for s in stages[i - 1:]))} left" if done and spent > 1 else ""
-    return f"\n=== [{i}/{len(stages)}] {stages[i - 1].title}  (+{duration(spent)}{left})"
+    """`=== [i/n] title  (+elapsed)`. No time left here: the stages differ too much to extrapolate from the
+    ones before; each stage's progress line gives its own, measured from the units it has finished."""
+    return f"\n=== [{i}/{len(stages)}] {stages[i - 1].title}  (+{duration(spent)})"
 
 
 def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = None) -> float:

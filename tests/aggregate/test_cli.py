@@ -362,6 +362,14 @@ def test_terminal_summary_lists_each_objective_and_the_covariance_fit(tmp_path: 
         assert cells[1] == f"{r['macro_average']:.1f}" and cells[2] == f"{r['pass_at_4']:.1f}"
     fit = s["covariance_fit"]["all_nonfailed"]
     assert f"covariance fit (all non-failed runs): n = {fit['n']}" in out
+    # the entropy table: each run's final checkpoint only (every endpoint is in report.md)
+    firsts = [ln.split()[0] for ln in out.splitlines() if ln.strip()]
+    shown = {tuple(w.rsplit("/", 1)) for w in firsts if w.count("/") == 2 and w.rsplit("/", 1)[-1].isdigit()}
+    last = {}
+    for e in s["endpoints"]:
+        last[f"{e['scale']}/{e['method']}"] = max(e["step"], last.get(f"{e['scale']}/{e['method']}", -1))
+    assert shown == {(k, str(v)) for k, v in last.items()}
+    assert len(s["endpoints"]) > len(last) and f"all {len(s['endpoints'])} endpoints in report.md" in out
 
 
 def test_summary_provenance_carries_the_lockfile_hash(tmp_path: Path, tiny) -> None:

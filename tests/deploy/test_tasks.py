@@ -200,7 +200,6 @@ def test_the_stage_list_is_plain_data_for_other_executors():
     for u, m in zip(tiny[1].units, ["grpo", "dapo", "gtpo"]):   # tiny: each run is a work unit of the local engine,
         assert u.work == TrainUnit(m, "tiny")                      # the very command the dry run prints
         assert list(u.commands[0][1:]) == u.work.args(None) and u.commands[0][0] == LOCAL["train"]
-    assert tiny[1].weight == 3 * study.STAGE_WEIGHTS["train"]
 
 
 def test_engines_local_and_ray(dry, capsys):
@@ -216,13 +215,11 @@ def test_engines_local_and_ray(dry, capsys):
     assert not any("enqueue" in ln or " worker " in ln for ln in lines)
 
 
-def test_banner_estimates_the_time_left_from_the_pace_so_far():
+def test_banner_says_the_time_spent_and_no_guess_of_the_time_left():
+    """Issue 31: extrapolating fixed stage weights said '~5m 43s left' for a run that took 1 min 25 s in all."""
     stages = study.study_stages("tiny", ["grpo"])
     assert study.banner(1, stages, 0.0) == f"\n=== [1/8] {stages[0].title}  (+0s)"
-    # prepare (weight 16) took 32 s: the rest (train 105 + workers 254 + ... ) at twice the nominal pace
-    rest = sum(s.weight for s in stages[1:])
-    assert rest == 380  # train 105 + workers 254 + judge 3 + modes 3 + audit 3 + aggregate 11 + results 1
-    assert study.banner(2, stages, 32.0).endswith("(+32s, ~12m 40s left)")  # rcea.progress's one format
+    assert study.banner(2, stages, 32.0) == f"\n=== [2/8] {stages[1].title}  (+32s)"   # rcea.progress's format
 
 
 def test_study_overrides_reach_every_stage_through_the_environment(dry, monkeypatch, capsys):

@@ -1,0 +1,33 @@
+"""The workers' progress line (infer.console): a tenth of the jobs per line at most, the last always, time left
+only once measured."""
+from __future__ import annotations
+
+import io
+import re
+
+from infer.console import QueueWatch, counts_line
+
+
+def test_lines_come_per_tenth_of_the_jobs_and_the_last_names_the_log():
+    states = iter([{"pending": 52, "running": 0, "done": 0, "failed": 0}]                     # nothing claimed yet
+                  + [{"pending": 50 - d, "running": 2, "done": d, "failed": 0} for d in range(0, 51)]
+                  + [{"pending": 0, "running": 0, "done": 51, "failed": 1}])
+    out = io.StringIO()
+    w = QueueWatch(lambda: next(states), out, log="L.log")
+    for _ in range(52):
+        w.show()
+    w.show(final=True)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "[workers] 0/52 done, 2 running (log: L.log)"          # the first once a job runs
+    assert re.fullmatch(r"\[workers\] 51/52 done, 0 running, 1 failed, \S+ \(log: L\.log\)", lines[-1]), lines[-1]
+    done = [int(re.match(r"\[workers\] (\d+)/", ln).group(1)) for ln in lines]
+    assert all(b - a >= 5 for a, b in zip(done[:-2], done[1:-1])), done      # 52 // 10 = 5 jobs apart
+    assert len(lines) <= 12
+    assert "left" not in lines[0] and all("left" in ln for ln in lines[1:-1])  # estimated from 5+ finished jobs
+
+
+def test_time_left_is_the_measured_rate_times_what_is_left():
+    line = counts_line({"pending": 30, "running": 2, "done": 20, "failed": 0}, elapsed=100.0, done_here=10)
+    assert line == "[workers] 20/52 done, 2 running, ~5m 20s left"   # 10 jobs / 100 s, 32 to go
+    assert counts_line({"pending": 0, "running": 0, "done": 4, "failed": 0}, 75.0, 4) == \
+        "[workers] 4/4 done, 0 running, 1m 15s"
