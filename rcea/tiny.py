@@ -18,7 +18,13 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # ids 0, 1, 2
+# Qwen2.5 base's conventions, which the tiny model mirrors: the tokenizer's and the generation config's EOS,
+# and the padding token, are <|endoftext|>; the ChatML turn ends with <|im_end|>, which is NOT an EOS, so a
+# completion stops there only through the stop set (data.stop_tokens), as at the real scales.
+EOS_TOKEN = "<|endoftext|>"
+TURN_END = "<|im_end|>"
+CONVENTION = "qwen2.5-base"  # part of the build spec: a model built with another convention is rebuilt
 
 
 def _corpus(limit: int = 4000) -> list[str]:
@@ -31,7 +37,7 @@ def _corpus(limit: int = 4000) -> list[str]:
 
 
 def build_tokenizer(vocab_size: int, corpus: list[str] | None = None):
-    """A byte-level BPE with Qwen-style special tokens and chat template; `<|im_end|>` is EOS."""
+    """A byte-level BPE with Qwen-style special tokens and chat template; EOS and padding are `<|endoftext|>`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -44,8 +50,8 @@ def build_tokenizer(vocab_size: int, corpus: list[str] | None = None):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(corpus if corpus is not None else _corpus(), trainer=trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>"], chat_template=CHAT_TEMPLATE,
+        tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN,
+        additional_special_tokens=["<|im_start|>", TURN_END], chat_template=CHAT_TEMPLATE,
         model_input_names=["input_ids", "attention_mask"], padding_side="left",
     )
 
@@ -67,7 +73,7 @@ def build_tiny_model(out_dir: str | Path, layers: int = 3, hidden: int = 128, he
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(
-        eos_token_id=[tokenizer.eos_token_id, tokenizer.pad_token_id], pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,  # one EOS, as Qwen2.5 base
         do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -103,15 +109,27 @@ def _build_once(out: Path, spec: dict, build) -> Path:
     return out
 
 
+TINY_SHAPE = ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seed")
+
+
+def tiny_spec(cfg) -> dict:
+    """What the untrained tiny model is built from (its build.json): shape, world and token conventions."""
+    spec = {k: cfg[f"model.tiny_{k}"] for k in TINY_SHAPE}
+    return {**spec, "world": cfg["data.world"], "convention": CONVENTION}
+
+
+def tiny_corpus(cfg) -> list[str] | None:
+    """The tokenizer's training texts: the toy world's own texts, or (None) the offline problem texts."""
+    if cfg["data.world"] != "toy":
+        return None
+    from rcea import toy
+    return toy.corpus(cfg["toy.seed"]) + [cfg["data.instruction"]] * 10
+
+
 def ensure_tiny_model(cfg) -> Path:
     """The untrained tiny model of this configuration (tokenizer fitted to its world), built once."""
-    spec = {k: cfg[f"model.tiny_{k}"] for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seed")}
-    spec["world"] = cfg["data.world"]
-    corpus = None
-    if spec["world"] == "toy":
-        from rcea import toy
-        corpus = toy.corpus(cfg["toy.seed"]) + [cfg["data.instruction"]] * 10
-    shape = {k: v for k, v in spec.items() if k != "world"}
+    spec, corpus = tiny_spec(cfg), tiny_corpus(cfg)
+    shape = {k: spec[k] for k in TINY_SHAPE}
     return _build_once(tiny_model_dir(cfg), spec, lambda tmp: build_tiny_model(tmp, corpus=corpus, **shape))
 
 

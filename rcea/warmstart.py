@@ -37,6 +37,7 @@ def warm_start(base_dir: Path, out_dir: Path, cfg, progress: bool = True, stop_a
 
     from rcea import toy
     from rcea.data import chat_messages
+    from rcea.tiny import TURN_END
 
     from rcea.seeds import limit_cpu_threads
 
@@ -46,11 +47,14 @@ def warm_start(base_dir: Path, out_dir: Path, cfg, progress: bool = True, stop_a
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     examples = toy.sft_examples(cfg["toy.warm_start_examples"], cfg["toy.seed"], cfg["toy.slip_rate"],
                                 cfg["toy.early_rate"])
+    # A completion is an assistant turn: it ends with the turn's end <|im_end|> (as ChatML, and as the real base
+    # models write it), not with the tokenizer's EOS (<|endoftext|>); generators stop there via data.stop_tokens.
+    turn_end = tok.convert_tokens_to_ids(TURN_END)
     rows = []
     for ex in examples:
         prompt = tok.apply_chat_template(chat_messages(ex["problem"], cfg), add_generation_prompt=True, tokenize=False)
         p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
-        c_ids = tok(ex["completion"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        c_ids = tok(ex["completion"], add_special_tokens=False)["input_ids"] + [turn_end]
         rows.append((p_ids, c_ids))
     steps, batch = cfg["toy.warm_start_steps"], cfg["toy.warm_start_batch"]
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["toy.warm_start_lr"], weight_decay=0.0)

@@ -19,14 +19,11 @@ from rcea.warmstart import (PREFIX_STEPS, RECORD, SHIPPED_DIR, TOLERANCE, _base_
 
 def rebuild(cfg, work: Path, steps: int | None = None) -> tuple[Path, dict]:
     """Build the base model and the warm start (all of it, or its first `steps` steps) under `work`."""
-    from rcea import toy
-    from rcea.tiny import build_tiny_model
+    from rcea.tiny import TINY_SHAPE, build_tiny_model, tiny_corpus, tiny_spec
 
-    shape = {k: cfg[f"model.tiny_{k}"] for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab",
-                                                 "seed")}
-    base = build_tiny_model(work / "base", corpus=toy.corpus(cfg["toy.seed"]) + [cfg["data.instruction"]] * 10,
-                            **shape)
-    (base / "build.json").write_text(json.dumps({**shape, "world": cfg["data.world"]}))
+    spec = tiny_spec(cfg)   # what rcea.tiny.ensure_tiny_model builds and records
+    base = build_tiny_model(work / "base", corpus=tiny_corpus(cfg), **{k: spec[k] for k in TINY_SHAPE})
+    (base / "build.json").write_text(json.dumps(spec))
     return warm_start(base, work / "warm", cfg, progress=steps is None, stop_after=steps), _base_hashes(base)
 
 

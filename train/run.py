@@ -128,7 +128,8 @@ def reward_function(name: str) -> Callable:
 # ---- TRL configuration ----------------------------------------------------------------------------
 
 
-def grpo_config(cfg: Config, ckpt_dir: Path):
+def grpo_config(cfg: Config, ckpt_dir: Path, tokenizer=None):
+    """TRL's configuration of this run; given the policy `tokenizer`, rollouts stop at data.stop_tokens."""
     from trl import GRPOConfig
 
     t = cfg.section("train")
@@ -155,10 +156,21 @@ def grpo_config(cfg: Config, ckpt_dir: Path):
         use_cpu=not gpu, use_vllm=t["use_vllm"], dataloader_num_workers=0, save_only_model=False,
         log_completions=False, disable_tqdm=True, cast_lm_head_to_fp32=t["lm_head_fp32"],
     )
+    if tokenizer is not None:
+        kwargs["generation_kwargs"] = stop_generation_kwargs(cfg, tokenizer)
     if t["use_vllm"]:
         kwargs.update(vllm_mode="colocate", vllm_importance_sampling_correction=t["vllm_is_correction"],
                       **colocated_vllm(cfg))
     return GRPOConfig(**kwargs)
+
+
+def stop_generation_kwargs(cfg: Config, tokenizer) -> dict:
+    """data.stop_tokens as TRL's `generation_kwargs`: vLLM's `stop_token_ids` (SamplingParams), or the
+    transformers path's `eos_token_id` (GenerationConfig, replacing the tokenizer's single EOS)."""
+    from rcea.data import stop_token_ids
+
+    ids = stop_token_ids(tokenizer, cfg)
+    return {"stop_token_ids": ids} if cfg["train.use_vllm"] else {"eos_token_id": ids}
 
 
 def colocated_vllm(cfg: Config) -> dict:
@@ -282,7 +294,7 @@ def _run_training(cfg: Config, out: Path, resume: bool, reward: str, callbacks, 
     model, tokenizer = load_policy(cfg)
     dataset = training_dataset(cfg, tokenizer)
     trainer = ObjectiveGRPOTrainer(
-        model=model, reward_funcs=[reward_function(reward)], args=grpo_config(cfg, ckpt_dir),
+        model=model, reward_funcs=[reward_function(reward)], args=grpo_config(cfg, ckpt_dir, tokenizer),
         train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(cfg),
         callbacks=[StepLogger(steps_path, files.tensorboard if "tensorboard" in report_targets(cfg) else None),
                    ProgressLine(log), *callbacks],

@@ -38,6 +38,7 @@ TRL_PINNED = {
     "_prepare_inputs": "f824e7fb0714795697c9b4d574de1e139dd5f4404c2554e92cf1db7f60fa6c96",
     "_save_checkpoint": "b6ee0a370c266b6f6ada183d32719e4f689ac7a54086c1ec40a69a79e79921c6",
     "training_step": "9e18632f7dd8e8d8f0ebbdcc4431feb1a9e3c037a02cf8c3aec38aa68ee58814",
+    "_generate_single_turn": "ea1240b0b4c488934ef4e42f9c840e56de71abe51e407c200f4c46639c78848c",
 }
 
 
@@ -78,9 +79,24 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         self._last_rewards: torch.Tensor | None = None
         self._capture_entropy = False  # set while TRL computes rollout-time (old) log-probs
         self._captured: tuple | None = None
+        gen = self.args.generation_kwargs or {}   # train.run.grpo_config puts data.stop_tokens there
+        stops = gen.get("stop_token_ids", gen.get("eos_token_id", self.eos_token_id))
+        self.stop_ids = sorted({stops} if isinstance(stops, int) else set(stops))
         use_policy_weights(self)  # colocated sleep mode: rollouts from the policy, not the checkpoint
 
     # ---- rollout side (once per generation batch) -------------------------------------------------
+
+    def _generate_single_turn(self, prompts: list):
+        """TRL's generation, each completion cut after its first stop token (data.stop_tokens). vLLM already
+        stops there; TRL's transformers path keeps a row up to the tokenizer's EOS, so a row that stopped at
+        <|im_end|> would keep the <|endoftext|> padding after it as a trained token."""
+        prompt_ids, completion_ids, logprobs, extra = super()._generate_single_turn(prompts)
+        stops = set(self.stop_ids)
+        ends = [next((i + 1 for i, t in enumerate(ids) if t in stops), len(ids)) for ids in completion_ids]
+        completion_ids = [list(ids[:n]) for ids, n in zip(completion_ids, ends)]
+        if logprobs is not None:
+            logprobs = [lp[:n] for lp, n in zip(logprobs, ends)]
+        return prompt_ids, completion_ids, logprobs, extra
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -233,7 +249,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         lengths = mask.sum(-1)
         ids = out["completion_ids"]
         last = ids.gather(1, (lengths.long() - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-        truncated = (last != self.eos_token_id) & (lengths > 0)
+        truncated = ~torch.isin(last, torch.tensor(self.stop_ids, device=last.device)) & (lengths > 0)
         texts = self.processing_class.batch_decode(ids, skip_special_tokens=True)
         m = self._metrics[mode]
         m["response_length"].append(float(lengths.mean()))

@@ -2,7 +2,8 @@
 
 Sampling draws each row with its own `torch.Generator(seed)`, so a completion depends only on its prompt,
 its seed and the batch it was decoded in (jobs use fixed batches, so reruns are identical).
-LoRA adapters go through Transformers' PEFT integration (`load_adapter` / `set_adapter`); at most
+A completion ends at the first stop token (`stop_tokens`: the run's data.stop_tokens, kept as its last token;
+without it, the model's own EOS set: its generation config's and its tokenizer's). LoRA adapters go through Transformers' PEFT integration (`load_adapter` / `set_adapter`); at most
 `max_adapters` stay loaded. Scoring runs the decoder once per batch and projects hidden states to the
 vocabulary in chunks of positions (`infer.entropy`), so no (T, V) matrix is ever held whole; the
 projection runs in fp32 whatever the model dtype (bf16 on GPU).
@@ -22,7 +23,8 @@ from infer.entropy import chunked_stats_from_hidden
 
 class HFBackend:
     def __init__(self, model_path: str, device: str = "cpu", dtype: str = "auto", batch_size: int = 8,
-                 chunk: int = 256, max_adapters: int = 2, revision: str | None = None):
+                 chunk: int = 256, max_adapters: int = 2, revision: str | None = None,
+                 stop_tokens: Sequence[str] | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -34,27 +36,38 @@ class HFBackend:
         kw = {"revision": revision} if revision else {}
         tokenizer = AutoTokenizer.from_pretrained(model_path, **kw)
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype), **kw).to(device_)
-        self._setup(model, tokenizer, device_, batch_size, chunk, max_adapters, name=model_path)
+        self._setup(model, tokenizer, device_, batch_size, chunk, max_adapters, name=model_path, stop_tokens=stop_tokens)
 
     @classmethod
     def from_model(cls, model, tokenizer=None, batch_size: int = 8, chunk: int = 256,
-                   max_adapters: int = 2) -> "HFBackend":
+                   max_adapters: int = 2, stop_tokens: Sequence[str] | None = None) -> "HFBackend":
         """A backend around a model already in memory (gpu_check's random-initialised real shapes)."""
         self = cls.__new__(cls)
         self._setup(model, tokenizer, next(model.parameters()).device, batch_size, chunk, max_adapters,
-                    name=type(model).__name__)
+                    name=type(model).__name__, stop_tokens=stop_tokens)
         return self
 
-    def _setup(self, model, tokenizer, device, batch_size, chunk, max_adapters, name) -> None:
+    def _setup(self, model, tokenizer, device, batch_size, chunk, max_adapters, name, stop_tokens=None) -> None:
         self.device, self.tokenizer, self.model = device, tokenizer, model
         self.model.eval()
+        # Frozen from the start, as PEFT leaves the base weights once an adapter is loaded: whether a weight
+        # requires grad picks the matmul path of a strided (B, 1, H) input (the lm_head at each decoding step),
+        # so sampled log-probs differed by ~1e-6 between a worker's first base job and one after an adapter job.
+        self.model.requires_grad_(False)
         self.batch_size, self.chunk, self.max_adapters = batch_size, chunk, max_adapters
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
-        eos = self.model.generation_config.eos_token_id
-        eos = [eos] if isinstance(eos, int) else list(eos or [])
-        if tokenizer is not None and tokenizer.eos_token_id is not None:
-            eos.append(tokenizer.eos_token_id)
-        self.eos_ids = sorted(set(eos))
+        if stop_tokens is not None:   # the run's stop set (rcea.data.stop_ids_of checks it against the tokenizer)
+            if tokenizer is None:
+                raise ValueError(f"{name}: stop tokens need the model's tokenizer")
+            from rcea.data import stop_ids_of
+
+            eos = stop_ids_of(tokenizer, list(stop_tokens))
+        else:
+            eos = self.model.generation_config.eos_token_id
+            eos = [eos] if isinstance(eos, int) else list(eos or [])
+            if tokenizer is not None and tokenizer.eos_token_id is not None:
+                eos.append(tokenizer.eos_token_id)
+        self.eos_ids = sorted(set(eos))   # the stop ids: a completion ends at the first of them
         if not self.eos_ids:
             raise ValueError(f"{name}: neither the generation config nor the tokenizer names an EOS token")
         pad = tokenizer.pad_token_id if tokenizer is not None else None

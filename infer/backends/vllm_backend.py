@@ -4,7 +4,8 @@ It cannot score: vLLM returns top-k log-probs, not full-vocabulary entropies, so
 measurements use the Transformers backend. This module is imported only when `vllm` is chosen. Every
 argument handed to vLLM comes from `infer.backends.vllm_args` (checked against the real classes in
 tests/contract): bf16/fp16 only (vLLM's LoRA kernels), processed log-probs (the sampled distribution),
-adapter ids that two checkpoints never share.
+adapter ids that two checkpoints never share. A completion ends at the first stop token (`stop_tokens`, the
+run's data.stop_tokens, handed to vLLM as `stop_token_ids`; without it, the model's own EOS set).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from infer.backends.vllm_args import AdapterIds, engine_kwargs, lora_request_kwa
 class VLLMBackend:
     def __init__(self, model_path: str, max_lora_rank: int = 32, gpu_memory_utilization: float = 0.5,
                  max_model_len: int = 4096, dtype: str = "bfloat16", seed: int = 0, revision: str | None = None,
-                 **llm_kwargs):
+                 stop_tokens: Sequence[str] | None = None, **llm_kwargs):
         kwargs = engine_kwargs(model_path, max_lora_rank, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
                                max_model_len=max_model_len, seed=seed, revision=revision, **llm_kwargs)
         try:
@@ -37,7 +38,18 @@ class VLLMBackend:
             pass
         if self.tokenizer.eos_token_id is not None:
             eos.append(self.tokenizer.eos_token_id)
-        self.eos_ids = sorted(set(eos))
+        if stop_tokens is not None:
+            from rcea.config import ConfigError
+            from rcea.data import stop_ids_of
+
+            stops = stop_ids_of(self.tokenizer, list(stop_tokens))
+            beyond = sorted(set(eos) - set(stops))   # vLLM stops at the model's EOS ids whatever it is asked
+            if beyond:
+                names = self.tokenizer.convert_ids_to_tokens(beyond)
+                raise ConfigError(f"{model_path}'s generation config ends completions at {names}, which "
+                                  f"data.stop_tokens = {list(stop_tokens)!r} leaves out; add them to data.stop_tokens")
+            eos = stops
+        self.eos_ids = sorted(set(eos))   # the stop ids: a completion ends at the first of them
         self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())
         self._lora = None
         self._ids = AdapterIds()

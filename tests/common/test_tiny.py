@@ -32,7 +32,30 @@ def test_same_seed_same_tokens_and_chat_template(tiny):
     assert a != c  # a 300-token vocabulary makes a 12-token collision vanishingly unlikely
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
     assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-    assert tok.eos_token == "<|im_end|>" and 256 < len(tok) <= 300
+    assert 256 < len(tok) <= 300
+
+
+def test_token_conventions_are_qwen25_bases(tiny):
+    """As Qwen2.5 base: EOS and padding are <|endoftext|> (tokenizer, model config and generation config, one
+    id); the ChatML turn ends with <|im_end|>, a special token that is not an EOS (a generator stops there only
+    through data.stop_tokens)."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny)
+    assert (tok.eos_token, tok.pad_token, tok.bos_token) == ("<|endoftext|>", "<|endoftext|>", None)
+    ids = {t: tok.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")}
+    assert ids == {"<|endoftext|>": 0, "<|im_start|>": 1, "<|im_end|>": 2}   # unchanged by the convention
+    assert tok.encode("a<|im_end|>b", add_special_tokens=False)[1] == 2     # one special token
+    assert tok.decode([5, 2, 0], skip_special_tokens=True) == tok.decode([5])
+    gen = json.loads((tiny / "generation_config.json").read_text())
+    conf = json.loads((tiny / "config.json").read_text())
+    assert gen["eos_token_id"] == 0 and gen["pad_token_id"] == 0   # a single EOS, not [<|im_end|>, ...]
+    assert conf["eos_token_id"] == 0 and conf["pad_token_id"] == 0
+    turn = tok.apply_chat_template([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "4"}],
+                                   tokenize=False)
+    assert turn.endswith("<|im_start|>assistant\n4<|im_end|>\n")
 
 
 def test_rebuild_is_bitwise_identical(tiny, tmp_path):

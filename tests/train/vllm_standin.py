@@ -104,7 +104,8 @@ class StandInLLM:
         self.events.append(("generate", len(prompts)))
         if StandInLLM.on_generate is not None:
             StandInLLM.on_generate(self.model)
-        sp, eos = sampling_params, self.tokenizer.eos_token_id
+        sp = sampling_params   # vLLM stops at the tokenizer's EOS and at every id of stop_token_ids
+        eos = {self.tokenizer.eos_token_id, *(getattr(sp, "stop_token_ids", None) or [])}
         outputs = []
         for prompt in prompts:
             ids = [int(i) for i in (prompt["input_ids"] if hasattr(prompt, "keys") else prompt)]
@@ -115,7 +116,7 @@ class StandInLLM:
                 tok = int(torch.multinomial(lp.exp(), 1, generator=self.generator))
                 new.append(tok)
                 logprobs.append({tok: SimpleNamespace(logprob=float(lp[tok]), rank=1)})
-                if tok == eos:
+                if tok in eos:
                     break
             outputs.append(SimpleNamespace(prompt_token_ids=ids, outputs=[
                 SimpleNamespace(token_ids=new, logprobs=logprobs if sp.logprobs is not None else None)]))
