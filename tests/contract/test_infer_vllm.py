@@ -40,6 +40,48 @@ def test_engine_arguments_are_engine_args_fields_and_construct():
         assert args.logprobs_mode == "processed_logprobs" and args.enable_lora
 
 
+def _worker_engine(scale: str, root):
+    """What infer.worker builds for `scale` (its max_model_len: the prompt context plus the longest generation
+    budget), with the model a folder of the scale's real shapes (tests/contract/engine_config.py)."""
+    from infer.backends.vllm_args import engine_kwargs
+    from infer.kinds import token_budget
+    from rcea.config import load_config
+    from rcea.lora_ranks import max_lora_rank
+    from tests.contract.engine_config import model_dir
+
+    cfg = load_config(scale)
+    return engine_kwargs(str(model_dir(scale, root)), max_lora_rank(cfg["train.lora_rank"]),
+                         max_model_len=cfg["data.context_tokens"] + token_budget(cfg))
+
+
+@pytest.mark.parametrize("scale", ["3b", "7b"])
+def test_the_workers_engine_config_is_accepted_at_each_scales_real_shapes(monkeypatch, tmp_path, scale):
+    """vLLM 0.23's create_engine_config (what LLM(...) runs first) on the worker's arguments and the scale's own
+    model shapes: the limits vLLM checks against the model (context, LoRA rank and dtype, scheduler) hold."""
+    import torch
+
+    from rcea.device_check import SHAPES
+    from tests.contract.engine_config import engine_config
+
+    kw = _worker_engine(scale, tmp_path)
+    vc = engine_config(monkeypatch, **kw)
+    hf = vc.model_config.hf_config
+    assert (hf.hidden_size, hf.num_hidden_layers, hf.num_key_value_heads, hf.vocab_size) == tuple(
+        SHAPES[scale][k] for k in ("hidden_size", "num_hidden_layers", "num_key_value_heads", "vocab_size"))
+    assert vc.model_config.max_model_len == kw["max_model_len"] and vc.model_config.dtype == torch.bfloat16
+    assert vc.lora_config.max_lora_rank == kw["max_lora_rank"] and vc.lora_config.lora_dtype == torch.bfloat16
+    assert vc.model_config.logprobs_mode == "processed_logprobs"
+
+
+def test_create_engine_config_refuses_a_context_longer_than_the_model(monkeypatch, tmp_path):
+    """The check above can fail: a max_model_len past the model's positions is refused by vLLM itself."""
+    from tests.contract.engine_config import MAX_POSITIONS, engine_config
+
+    kw = {**_worker_engine("7b", tmp_path), "max_model_len": MAX_POSITIONS + 1}
+    with pytest.raises(Exception, match="max_model_len"):
+        engine_config(monkeypatch, **kw)
+
+
 def _llm_source():
     """vllm/entrypoints/llm.py, read as text: importing vllm.LLM pulls in the server stack (metrics,
     tokenizers of every kind), which the contract environment leaves out."""

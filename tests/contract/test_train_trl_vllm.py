@@ -42,23 +42,43 @@ def _trl_llm_keywords() -> set[str]:
 
 
 @pytest.mark.parametrize("scale", ["3b", "7b"])
-def test_trl_colocated_engine_arguments_are_accepted_by_vllm_011(bf16_allowed, tmp_path, scale):
+def test_trl_colocated_engine_arguments_are_accepted_by_vllm_011(bf16_allowed, monkeypatch, tmp_path, scale):
+    """What TRL passes to LLM(...) (VLLMGeneration.__init__, colocate branch) with this scale's GRPOConfig and a
+    model folder of this scale's real shapes, through vLLM 0.11's create_engine_config (what LLM(...) runs
+    first: the engine's limits against the model; tests/contract/engine_config.py for the stand-ins)."""
+    import torch
     from vllm.engine.arg_utils import EngineArgs
 
+    from rcea.device_check import SHAPES
+    from tests.contract.engine_config import engine_config, model_dir
     from train.run import grpo_config
 
-    args = grpo_config(load_config(scale, "grpo"), tmp_path)
+    args = grpo_config(load_config(scale, "grpo"), tmp_path / "run")
     fields = {f.name for f in dataclasses.fields(EngineArgs)}
     assert _trl_llm_keywords() <= fields, _trl_llm_keywords() - fields
-    # what TRL passes, with this scale's values (VLLMGeneration.__init__, colocate branch)
-    engine = EngineArgs(model="Qwen/Qwen2.5-3B", tensor_parallel_size=args.vllm_tensor_parallel_size,
-                        gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-                        max_model_len=args.vllm_max_model_length,
-                        max_num_seqs=args.per_device_train_batch_size * args.steps_per_generation,
-                        enable_sleep_mode=args.vllm_enable_sleep_mode, model_impl=args.vllm_model_impl,
-                        distributed_executor_backend="external_launcher", seed=0, max_num_batched_tokens=4096,
-                        logprobs_mode="processed_logprobs", quantization=None)
-    assert engine.max_model_len >= 204 + args.max_completion_length
+    kw = dict(model=str(model_dir(scale, tmp_path)), tensor_parallel_size=args.vllm_tensor_parallel_size,
+              gpu_memory_utilization=args.vllm_gpu_memory_utilization, max_model_len=args.vllm_max_model_length,
+              max_num_seqs=args.per_device_train_batch_size * args.steps_per_generation,
+              enable_sleep_mode=args.vllm_enable_sleep_mode, model_impl=args.vllm_model_impl,
+              distributed_executor_backend="external_launcher", seed=0, max_num_batched_tokens=4096,
+              logprobs_mode="processed_logprobs", quantization=None)
+    assert set(kw) == _trl_llm_keywords()
+    vc = engine_config(monkeypatch, **kw)
+    hf = vc.model_config.hf_config
+    assert (hf.hidden_size, hf.num_hidden_layers, hf.num_attention_heads, hf.vocab_size) == tuple(
+        SHAPES[scale][k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"))
+    assert vc.model_config.max_model_len == args.vllm_max_model_length >= 204 + args.max_completion_length
+    assert vc.model_config.dtype == torch.bfloat16 and vc.scheduler_config.max_num_seqs == kw["max_num_seqs"]
+    assert vc.model_config.enable_sleep_mode == args.vllm_enable_sleep_mode
+
+
+def test_vllm_011_refuses_a_context_longer_than_the_model(monkeypatch, tmp_path):
+    """The check above can fail: past the model's positions, create_engine_config refuses (vLLM 0.11's own check)."""
+    from tests.contract.engine_config import MAX_POSITIONS, engine_config, model_dir
+
+    with pytest.raises(Exception, match="max_model_len"):
+        engine_config(monkeypatch, model=str(model_dir("7b", tmp_path)), max_model_len=MAX_POSITIONS + 1,
+                      distributed_executor_backend="external_launcher", seed=0)
 
 
 def test_trl_sampling_params_are_accepted_by_vllm_011(bf16_allowed, tmp_path):
