@@ -59,3 +59,15 @@ def test_a_dry_study_says_it_ran_nothing(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert out.rstrip().endswith("=== dry run: nothing ran; the commands above are what `invoke demo` runs")
     assert " done in " not in out and "results:" not in out and "report:" not in out
+
+
+def test_workers_help_shows_that_lease_takes_a_value():
+    """`invoke --help workers` listed a bare `--lease` (a float default: Invoke names only str and int values)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "invoke", "--help", "workers"], cwd=root, capture_output=True,
+                         text=True, timeout=60).stdout
+    assert "--lease=INT" in out, out
