@@ -262,13 +262,15 @@ def judge_server(_judge_process) -> JudgeServer:
 @pytest.fixture(scope="session")
 def engine(tiny_model):
     """The project's vLLM backend on the real engine (bf16, LoRA, processed log-probs, engine core in-process),
-    with the worker's CPU options."""
+    with the worker's CPU options and stop set (data.stop_tokens)."""
     from infer.backends import get_backend
+    from rcea.config import load_config
+    from rcea.data import stop_strings
     from rcea.lora_ranks import max_lora_rank
 
     t0 = time.monotonic()
     be = get_backend("vllm", str(tiny_model), max_lora_rank=max_lora_rank(LORA_RANK), max_model_len=512, seed=0,
-                     **ENGINE_LIMITS)
+                     stop_tokens=stop_strings(load_config("tiny")), **ENGINE_LIMITS)   # as infer.worker builds it
     print(f"\nvLLM engine started in {time.monotonic() - t0:.0f}s")
     yield be
     del be
