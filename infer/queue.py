@@ -8,6 +8,12 @@ claims, after which it is `failed` with the reason. Claims take the most expensi
 pending job first (longest-processing-time order keeps many workers busy to the end).
 Keys are unique, so enqueueing is idempotent: a known key (pending, running or done) is left alone.
 
+A damaged database (truncated, a page or the header overwritten: `sqlite3.DatabaseError`) is found when a
+Queue opens it (`PRAGMA quick_check`): it is moved aside to `<file>.damaged` and an empty queue takes its place,
+said in one line. Nothing is lost that matters: the study enqueues its jobs again, and the table parts, not the
+queue, decide which jobs are done (rcea.store.job_complete). Damage found later, while the queue is in use,
+raises `QueueDamaged`, which names the file and that fix.
+
 Note: the database runs in WAL mode, which needs a filesystem with working POSIX locks and shared
 memory (a local disk or a Docker volume); do not put the queue on NFS.
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+import sys
 import threading
 import sqlite3
 import time
@@ -90,12 +97,67 @@ def process_alive(pid: int) -> bool:
         return True
 
 
+def damage(exc: BaseException) -> bool:
+    """Whether an sqlite3 error means a damaged file (not a busy, full or read-only one)."""
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+class QueueDamaged(RuntimeError):
+    """The queue's database file is damaged; the message names it and the fix."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(f"the job queue {path} is damaged ({why}); stop the workers, remove it (with its -wal and "
+                         "-shm files) and rerun the same command: the queue is rebuilt, and jobs whose table parts "
+                         "are complete are not run again")
+
+
+def _check(path: Path) -> str:
+    """'' when the database at `path` reads whole (or does not exist yet), else why not."""
+    if not path.exists():
+        return ""
+    try:
+        db = sqlite3.connect(path, timeout=60.0)
+        try:
+            rows = db.execute("PRAGMA quick_check").fetchall()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        if not damage(exc):
+            raise
+        return str(exc)
+    problems = [r[0] for r in rows if r[0] != "ok"]
+    return "; ".join(problems[:2]) if problems else ""
+
+
+def rebuild_if_damaged(path: Path, stream=None) -> bool:
+    """Move a damaged database (and its WAL files) aside to `<name>.damaged`, under a lock so that two processes
+    opening it at once move it only once; says so in one line. True when it did."""
+    import fcntl
+
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        why = _check(path)
+        if not why:
+            return False
+        aside = path.with_name(path.name + ".damaged")
+        os.replace(path, aside)
+        for suffix in ("-wal", "-shm"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                os.replace(side, aside.with_name(aside.name + suffix))
+    print(f"warning: the job queue {path} was damaged ({why}); moved to {aside.name} and started an empty one: "
+          "jobs are enqueued again by the study, and those whose table parts are complete are not run again",
+          file=stream or sys.stderr, flush=True)
+    return True
+
+
 class Queue:
     def __init__(self, path: str | Path, lease_s: float = 300.0, max_attempts: int = 3):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lease_s, self.max_attempts = lease_s, max_attempts
         self._local = threading.local()
+        rebuild_if_damaged(self.path)
         db = sqlite3.connect(self.path, timeout=60.0)
         try:
             db.execute("PRAGMA journal_mode=WAL")   # readers never block the writer; persists in the file
@@ -123,12 +185,17 @@ class Queue:
     @contextmanager
     def _tx(self):
         """One short write transaction (BEGIN IMMEDIATE ... COMMIT), safe across threads and processes."""
-        db = self._conn()
-        self._begin(db)
+        try:
+            db = self._conn()
+            self._begin(db)
+        except sqlite3.DatabaseError as exc:
+            if damage(exc):
+                raise QueueDamaged(self.path, str(exc)) from None
+            raise
         try:
             yield db
             db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             # SQLite has already rolled back after some errors (SQLITE_FULL: disk full, I/O errors): a
             # second ROLLBACK would raise "no transaction is active" and hide the real error.
             if db.in_transaction:
@@ -136,6 +203,8 @@ class Queue:
                     db.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass  # the error being raised says more
+            if damage(exc):
+                raise QueueDamaged(self.path, str(exc)) from None
             raise
 
     @staticmethod

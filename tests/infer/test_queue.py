@@ -239,3 +239,57 @@ def test_a_done_job_whose_output_part_is_gone_is_enqueued_again(tmp_path, monkey
     assert states.pop(keep["key"]) == "done" and f"exists   {keep['key']}" in out
     assert states and set(states.values()) == {"pending"}
     assert all(f"redo     {k}" in out for k in states)
+
+
+def _damaged_queue(tmp_path, how: str):
+    """A queue with three jobs (one done), its file then damaged as the fault table did it."""
+    path = tmp_path / "queue.sqlite"
+    q = Queue(path)
+    for key in ("a", "b", "c"):
+        q.enqueue(key, "greedy", {"k": key})
+    job = q.claim("w")
+    q.finish(job.id, "w")
+    q._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")   # everything in the main file, as after the workers exit
+    q._conn().close()
+    data = bytearray(path.read_bytes())
+    if how == "truncated":
+        data = data[: len(data) // 2 + 100]
+    elif how == "header":
+        data[:100] = b"\xff" * 100
+    else:   # every page after the first overwritten
+        data[4096:] = b"\x5a" * (len(data) - 4096)
+    path.write_bytes(bytes(data))
+    return path
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("how", ["truncated", "header", "pages"])
+def test_a_damaged_queue_is_moved_aside_and_rebuilt_in_one_line(tmp_path, capsys, how):
+    """Issue 31: a damaged queue.sqlite ended in a raw sqlite3.DatabaseError naming neither the file nor the fix.
+    Now it is moved aside (kept for a look) and an empty queue is made; the study enqueues the jobs again."""
+    path = _damaged_queue(tmp_path, how)
+    q = Queue(path)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and "damaged" in err and "enqueued again" in err
+    assert (tmp_path / "queue.sqlite.damaged").exists()
+    assert q.counts() == {"pending": 0, "running": 0, "done": 0, "failed": 0}
+    assert q.enqueue("a", "greedy", {"k": "a"}) == "added"
+    Queue(path)   # a sound queue is left alone, silently
+    assert capsys.readouterr().err == ""
+
+
+def test_damage_found_while_in_use_names_the_file_and_the_fix(tmp_path):
+    from infer.queue import QueueDamaged
+
+    path = tmp_path / "queue.sqlite"
+    q = Queue(path)
+    q.enqueue("a", "greedy", {})
+    q._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    q._conn().close()
+    q._local.db = None
+    with open(path, "r+b") as fh:
+        fh.write(b"\xff" * 100)
+    with pytest.raises(QueueDamaged, match=r"queue\.sqlite is damaged .*remove it .*rerun the same command"):
+        q.claim("w")
