@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from invoke.exceptions import Exit
 
@@ -40,12 +41,25 @@ def choice(option: str, value, choices) -> str:
     return value
 
 
+ENV_FILE = Path(__file__).resolve().parents[2] / ".env"   # the project's .env, which Compose reads
+
+
+def compose_variable(key: str) -> str:
+    """`key` as `docker compose` reads it: the shell's environment, else the project's .env ('' if neither),
+    so Invoke and a bare `docker compose up infer-workers` agree on NUM_WORKERS."""
+    if os.environ.get(key):
+        return os.environ[key]
+    lines = ENV_FILE.read_text().splitlines() if ENV_FILE.is_file() else []
+    found = [v.strip().strip("'\"") for k, _, v in (ln.partition("=") for ln in lines) if k.strip() == key]
+    return found[-1] if found else ""
+
+
 def check_workers(n, scale: str = "3b") -> int:
     """The measurement workers, the same under every engine and launcher: --num-workers (None: not given), else
-    Compose's $NUM_WORKERS (compose launcher), else the scale's `workers` (rcea.launch); each is a process (one
-    CPU thread) or a GPU."""
+    Compose's NUM_WORKERS (compose launcher: the shell's, else .env's), else the scale's `workers`
+    (rcea.launch); each is a process (one CPU thread) or a GPU."""
     lc = launch(scale)
-    n = ((None if lc.local else os.environ.get("NUM_WORKERS")) or lc.workers) if n is None else n
+    n = ((None if lc.local else compose_variable("NUM_WORKERS")) or lc.workers) if n is None else n
     if not str(n).isdigit() or not 1 <= int(n) <= MAX_WORKERS:
         each = "one GPU each" if lc.gpus else "one CPU process each"
         raise Exit(f"invalid --num-workers {n!r}; valid choices: 1..{MAX_WORKERS} ({each})", code=2)
@@ -114,7 +128,7 @@ def enqueue_command(scale: str, method: str, what: str = "all") -> list[str]:
     return role_command("infer", ["enqueue", "--scale", scale, "--method", method, "--what", what], scale)
 
 
-WORKERS_GROUP = "infer-workers"  # compose.yaml: depends on infer-worker-0..7, follows the queue
+WORKERS_GROUP = "infer-workers"  # compose.yaml: brings infer-worker-0..NUM_WORKERS-1, follows the queue
 
 
 def worker_services(n: int) -> list[str]:
@@ -124,8 +138,9 @@ def worker_services(n: int) -> list[str]:
 def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = True, lease: float = 0) -> list[str]:
     """Local launcher: `num_workers` local worker processes (one CPU thread each) until the queue is empty, one
     progress line on the terminal (each worker's own output in <data>/logs/workers/<scale>.log: infer.console).
-    Compose: the `infer-workers` group of compose.yaml
-    (the eight workers, those at or above NUM_WORKERS exiting at once, and a follower of the queue):
+    Compose: the `infer-workers` group of compose.yaml (workers 0..NUM_WORKERS-1 on GPUs 0..NUM_WORKERS-1, no
+    container for a GPU beyond them, and a follower of the queue; the same as a bare `docker compose up
+    infer-workers` with that NUM_WORKERS):
     detached for `invoke workers` (`docker compose logs -f infer-workers` follows it), attached in the study,
     which returns when every worker and the follower have exited and stops them all if one fails."""
     if launch(scale).local:
@@ -134,7 +149,7 @@ def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = T
                                        *(["--lease", f"{lease:g}"] if lease else []), "--progress"])
     env = {"NUM_WORKERS": num_workers, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
     how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
-    return with_scale(scale, compose("--profile", "infer", "up", *how, WORKERS_GROUP), **env)
+    return with_scale(scale, compose("up", *how, WORKERS_GROUP), **env)
 
 
 def warm_start_command(write: bool = False, steps: int = 0) -> list[str]:

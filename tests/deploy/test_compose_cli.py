@@ -97,6 +97,37 @@ def test_no_profile_starts_workers_without_the_group_and_teardown_sees_all_eight
     assert out.returncode == 0 and set(WORKERS) <= set(out.stdout.split()), out.stderr
 
 
+def test_the_doctors_fix_for_a_four_gpu_host_starts_four_workers_both_ways(compose, monkeypatch, tmp_path):
+    """`invoke doctor` on a host with 4 GPUs and 8 workers asked for names two fixes; each, followed, gives a
+    command that Compose resolves to workers 0..3 on GPUs 0..3, and the doctor then passes."""
+    import shlex
+
+    from orchestrate.ops import commands, doctor
+
+    facts = {"compose": True, "engine": True, "gpus": ["580.65.06"] * 4, "shm_bytes": 1 << 36,
+             "free_bytes": 1 << 40, "data_writable": True, "benchmarks": {}}
+    (fail,) = [c for c in doctor.evaluate(facts, commands.check_workers(None, "3b")) if c.name == "gpu count"]
+    assert fail.level == "fail" and fail.fix == ("start fewer workers: invoke workers --num-workers 4 "
+                                                 "(or NUM_WORKERS=4 in .env)")
+    # 1. invoke workers --num-workers 4: the exact command it runs, read by Compose
+    argv = commands.workers_command("3b", commands.check_workers("4", "3b"))
+    env = dict(a.split("=", 1) for a in argv[1:argv.index("docker")])
+    rest = argv[argv.index("up") + 1:]
+    assert argv[argv.index("docker"):argv.index("up")] == ["docker", "compose"] and rest == ["-d", "infer-workers"]
+    svcs = services_of(compose("config", "--format", "json", rest[-1], **env))
+    assert {n: [d["device_ids"] for d in gpus(s)] for n, s in svcs.items()} == {
+        "infer-workers": [], **{w: [[str(i)]] for i, w in enumerate(WORKERS[:4])}}, shlex.join(argv)
+    # 2. NUM_WORKERS=4 in .env: Invoke (and the doctor) read it as Compose does
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("UID=1000\nNUM_WORKERS=4\n")
+    monkeypatch.setattr(commands, "ENV_FILE", dotenv)
+    monkeypatch.delenv("NUM_WORKERS", raising=False)
+    assert commands.check_workers(None, "3b") == 4
+    (ok,) = [c for c in doctor.evaluate(facts, commands.check_workers(None, "3b")) if c.name == "gpu count"]
+    assert ok.level == "ok"
+    assert sorted(started_by_up(compose, "--env-file", str(dotenv))) == sorted(["infer-workers", *WORKERS[:4]])
+
+
 def test_the_infer_device_check_reserves_one_gpu(compose):
     svcs = services_of(compose("config", "--format", "json", "infer-gpu-check", INFER_GPU="3"))
     (req,) = gpus(svcs["infer-gpu-check"])

@@ -56,11 +56,11 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("workers", {"scale": "tiny", "lease": 20.0},
      [f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2 --lease 20 --progress"]),
     ("workers", {"scale": "3b", "num_workers": 2, "lease": 60.0},
-     ["env RCEA_SCALE=3b NUM_WORKERS=2 RCEA_LEASE_S=60 docker compose --profile infer up -d infer-workers"]),
+     ["env RCEA_SCALE=3b NUM_WORKERS=2 RCEA_LEASE_S=60 docker compose up -d infer-workers"]),
     ("workers", {"scale": "3b", "num_workers": 8},
-     ["env RCEA_SCALE=3b NUM_WORKERS=8 docker compose --profile infer up -d infer-workers"]),
+     ["env RCEA_SCALE=3b NUM_WORKERS=8 docker compose up -d infer-workers"]),
     ("workers", {"scale": "7b", "num_workers": 3},
-     ["env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up -d infer-workers"]),
+     ["env RCEA_SCALE=7b NUM_WORKERS=3 docker compose up -d infer-workers"]),
     ("status", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer status --scale tiny"]),
     ("status", {"scale": "7b"}, ["docker compose run --rm infer-cli python -m infer status --scale 7b"]),
     ("judge", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer.labels validity --scale tiny"]),
@@ -169,7 +169,7 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method grpo --what all",
         "docker compose run --rm train python -m train --method kl_cov --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method kl_cov --what all",
-        "env RCEA_SCALE=7b NUM_WORKERS=3 docker compose --profile infer up --attach-dependencies "
+        "env RCEA_SCALE=7b NUM_WORKERS=3 docker compose up --attach-dependencies "
         "--abort-on-container-failure infer-workers",
         "docker compose run --rm infer-cli python -m infer status --scale 7b --check",
         "env RCEA_SCALE=7b docker compose --profile judge up -d --wait judge",
@@ -385,7 +385,7 @@ def test_tasks_py_imports_no_heavy_or_role_package():
 def test_workers_default_to_num_workers_from_the_environment(capsys, dry, monkeypatch):
     monkeypatch.setenv("NUM_WORKERS", "2")
     assert dry_lines(capsys, tasks.workers, dry, scale="7b") == [
-        "env RCEA_SCALE=7b NUM_WORKERS=2 docker compose --profile infer up -d infer-workers"]
+        "env RCEA_SCALE=7b NUM_WORKERS=2 docker compose up -d infer-workers"]
     monkeypatch.setenv("NUM_WORKERS", "twelve")
     with pytest.raises(Exit, match="valid choices: 1..8"):
         tasks.workers(dry, scale="7b")
