@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from rcea.config import ConfigError
+
 MANIFEST_SUFFIX = ".manifest.json"
 
 
@@ -106,11 +108,61 @@ def checkpoint_complete(folder: str | Path) -> bool:
             and any(folder.glob("adapter_model.*")))
 
 
+class DamagedRun(FileNotFoundError, ConfigError):
+    """A finished training run lost part of a checkpoint: its measurements would mix checkpoints. (A
+    FileNotFoundError and a ConfigError, so that `python -m infer plan` and `python -m train` say it in one line.)"""
+
+
+def why_incomplete(folder: Path) -> str:
+    """What a checkpoint folder lacks ('' when `checkpoint_complete`)."""
+    from rcea.layout import TRAINER_STATE
+
+    if not folder.is_dir():
+        return "folder missing"
+    if not (folder / TRAINER_STATE).exists():
+        return f"{TRAINER_STATE} missing"
+    if not manifest_path(folder / TRAINER_STATE).exists():
+        return f"{manifest_path(folder / TRAINER_STATE).name} missing"
+    if not (folder / "adapter_config.json").exists() or not any(folder.glob("adapter_model.*")):
+        return "adapter files missing"
+    return ""
+
+
+def _check_finished_run(folder: Path) -> None:
+    """A finished run (its summary.json complete) must still hold every checkpoint it ended with, complete; else
+    DamagedRun naming the run, the checkpoints and the fix. A checkpoint lost after the run finished would
+    otherwise be skipped silently, and the measurements planned from the others mix the old and the new."""
+    run = folder.parent
+    summary = run / "summary.json"
+    if not is_complete(summary):
+        return
+    try:
+        listed = {Path(p).name for p in json.loads(summary.read_text()).get("checkpoints", [])}
+    except (OSError, ValueError, AttributeError, TypeError):
+        listed = set()
+    names = listed | {d.name for d in folder.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", d.name)}
+    bad = {n: why_incomplete(folder / n) for n in sorted(names, key=lambda n: int(n.split("-")[1]))}
+    bad = {n: why for n, why in bad.items() if why}
+    if not bad:
+        return
+    where = ""
+    if run.parent.parent.name == "train":   # the default layout: the run's table parts live under infer/<scale>/
+        from rcea.layout import tables_dir
+
+        where = f" and its table parts ({tables_dir(run.parent.name, run.parent.parent.parent)}/*/*-{run.name}-*)"
+    raise DamagedRun(f"{run} finished, but " + ", ".join(f"{n} is incomplete ({why})" for n, why in bad.items())
+                     + f"; its checkpoints can no longer all be measured: remove {run}{where} and rerun the same "
+                     "command (training and its measurements are redone)")
+
+
 def complete_checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
     """(step, path) of every complete checkpoint (`checkpoint_complete`) named checkpoint-<step> in a run's
-    checkpoints folder, by step; none when the folder does not exist."""
+    checkpoints folder, by step; none when the folder does not exist. In a finished run (summary.json complete)
+    every checkpoint must be complete: DamagedRun otherwise (never a silently shorter list)."""
+    folder = Path(folder)
+    _check_finished_run(folder)
     found = []
-    for d in Path(folder).glob("checkpoint-*"):
+    for d in folder.glob("checkpoint-*"):
         m = re.fullmatch(r"checkpoint-(\d+)", d.name)
         if m and checkpoint_complete(d):
             found.append((int(m.group(1)), d))
