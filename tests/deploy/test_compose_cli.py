@@ -32,7 +32,9 @@ def compose():
         pytest.skip("no `docker compose` here: run scripts/engine (installs the Compose plugin)")
 
     def config(*args, files=("compose.yaml",), **env) -> subprocess.CompletedProcess:
-        cmd = ["docker", "compose", *[a for f in files for a in ("-f", f)], *args]
+        # the project's .env (a user's NUM_WORKERS, say) stays out unless a test names an env file
+        own = [] if "--env-file" in args else ["--env-file", os.devnull]
+        cmd = ["docker", "compose", *own, *[a for f in files for a in ("-f", f)], *args]
         return subprocess.run(cmd, cwd=ROOT, env=compose_env(**env), capture_output=True, text=True, timeout=120)
 
     return config
