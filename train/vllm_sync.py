@@ -1,4 +1,5 @@
-"""Colocated vLLM in sleep mode under TRL 0.29.0: every rollout is sampled from the policy's current weights.
+"""The policy's weights into TRL 0.29.0's vLLM engine: every rollout sampled from the policy being trained (sleep
+mode), and the frozen base left bit-identical by the sync (every mode; "Merged weights out of place" below).
 
 What TRL 0.29.0 does with `vllm_enable_sleep_mode` (trl/generation/vllm_generation.py), per rollout:
     sync_weights():  wake_up(tags=["weights"]); load_weights(merged LoRA policy, every parameter)
@@ -13,7 +14,7 @@ rollout inside one optimizer step, as DAPO's refills; evaluation), and then the 
 memory.
 
 `PolicySyncedVLLM` keeps TRL's call order and replaces that one call: inside `generate`, the
-"reload_weights" request loads the policy's weights (TRL's own `sync_weights`) when the engine's weights
+"reload_weights" request loads the policy's weights (`sync_weights`) when the engine's weights
 were discarded since the last sync, and does nothing when they were just synced. Loading the policy
 restores every engine parameter because `sync_weights` sends every parameter of the merged model (frozen
 ones included; vLLM's worker restores its buffers itself on wake-up), so no disk read is needed: it also
