@@ -23,6 +23,7 @@ def demo(tmp_path_factory):
     cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS)]
     first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    (data.parent / "first-run.stderr").write_text(first.stderr)   # test_demo.py checks the terminal's noise
     second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
     return data, first.stdout, second.stdout

@@ -124,3 +124,19 @@ def test_llm_judge_and_codebook_on_the_demo_probe_samples(demo, tmp_path):
                                 "test_killed_midway_and_rerun_gives_identical_outputs"], outcomes
     bad = {n: t for n, t in outcomes.items() if {"failure", "error", "skipped"} & set(t)}
     assert not bad, bad  # every one passed: a skip would hide a missing demo output
+
+
+def test_the_terminal_gets_the_signal_not_the_noise(demo):
+    """Issue 31: the quick demo printed 481 lines (PEFT warnings, tqdm bars, per-job and enqueue lines, JSON);
+    library output goes to the per-unit logs, each stage to a few lines of one progress style."""
+    import re
+
+    data, out, _ = demo
+    err = (data.parent / "first-run.stderr").read_text()
+    lines = (out + err).splitlines()
+    assert len(lines) <= 80, "\n".join(lines)
+    noise = re.compile(r"warn|Loading weights|it/s\]|^\s*[{}\[\]]\s*$|^(added|exists) ", re.I)
+    assert [ln for ln in lines if noise.search(ln)] == []
+    assert "probe:base-0" in (data / "logs" / "workers" / "tiny.log").read_text()   # the per-job lines: in the log
+    running = [int(n) for n in re.findall(r"\[train:local\] train \d+/\d+ done, (\d+) running", out)]
+    assert max(running) == 2                       # two training runs side by side, counted as two
