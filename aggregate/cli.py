@@ -134,6 +134,9 @@ def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = Tru
     res["provenance"] = report.provenance()
     res["seed_noise"] = read_seed_noise(out)
     out.mkdir(parents=True, exist_ok=True)
+    from rcea.store import remove_temps
+
+    remove_temps(out)   # what a killed aggregation left (never copied to results/: rcea.publish skips them too)
     t1 = time.perf_counter()
     tabs = {**tables.build_tables(res, st), **supplement.build_supplement(res, st)}  # Tables 1-A9, then A1-A3
     for key, t in tabs.items():
@@ -148,6 +151,7 @@ def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = Tru
         timings["figures"] = time.perf_counter() - t1
     else:
         res["notes"].append("figures skipped (--no-figures)")
+        figures.remove_stale(out / "figures", set())   # an earlier run's figures are not this run's
     timings["total"] = time.perf_counter() - t0
     res["timings_s"] = timings
     report.write_text(out / "report.md", report.report_md(res, st, tabs, figs, inputs))

@@ -339,9 +339,21 @@ FIGURES = {"fig_traces": draw_traces, "fig_training_entropy": draw_training_entr
 
 
 def build_figures(res: dict, st: AggregateSettings, out: Path) -> dict[str, list[str]]:
-    """Render every figure whose inputs exist; returns name -> files written (empty: not drawn)."""
+    """Render every figure whose inputs exist; returns name -> files written (empty: not drawn). A figure not
+    drawn this time loses the files an earlier aggregation drew (they would pass for current)."""
     written = {}
     for name, draw in FIGURES.items():
         fig = draw(res, st)
         written[name] = save(fig, out, name) if fig is not None else []
+    remove_stale(out, {f for files in written.values() for f in files})
     return written
+
+
+def remove_stale(out: Path, keep: set[str]) -> list[str]:
+    """Remove the figure files (fig_*.png / .pdf) in `out` that are not in `keep`; returns their names."""
+    gone = []
+    for p in sorted(out.glob("fig_*")) if out.is_dir() else []:
+        if p.suffix in (".png", ".pdf") and p.name not in keep:
+            p.unlink(missing_ok=True)
+            gone.append(p.name)
+    return gone

@@ -2,7 +2,8 @@
 
 Used by `invoke study` as its last stage: data/results/<scale> -> results/<scale> (at 3b/7b inside the
 aggregate container, from the named data volume to the bind-mounted ./results of the host). The copy is
-built beside DEST and renamed into place, so DEST is either the previous copy or the complete new one.
+built beside DEST and renamed into place, so DEST is either the previous copy or the complete new one;
+temporary files a killed writer left in SRC are not copied.
 Standard library only.
 """
 from __future__ import annotations
@@ -22,7 +23,9 @@ def publish(src: Path, dest: Path) -> int:
     for stale in (tmp, old):
         if stale.exists():
             shutil.rmtree(stale)
-    shutil.copytree(src, tmp)
+    from rcea.store import is_temp   # never a writer's temporary file left by a killed aggregation
+
+    shutil.copytree(src, tmp, ignore=lambda _, names: [n for n in names if is_temp(n)])
     if dest.exists():
         dest.rename(old)
     tmp.rename(dest)

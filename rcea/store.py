@@ -44,12 +44,33 @@ def publish(tmp: str | Path, path: str | Path) -> Path:
     return Path(path)
 
 
+TEMP_SUFFIX = ".tmp"   # atomic_write's temporary files: .<name>.<random>.tmp beside the target
+
+
+def is_temp(path: str | Path) -> bool:
+    """Whether `path` is named as atomic_write names its temporary files (left behind only by a killed writer)."""
+    name = Path(path).name
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+def remove_temps(folder: str | Path) -> list[Path]:
+    """Remove the temporary files a killed writer left anywhere under `folder` (call it only where no other
+    process writes at the time, e.g. an output folder its one writer is about to fill); returns them."""
+    gone = []
+    for p in Path(folder).rglob(f".*{TEMP_SUFFIX}"):
+        if p.is_file() and is_temp(p):
+            p.unlink(missing_ok=True)
+            gone.append(p)
+    return gone
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Run `write(tmp)` on a temporary path beside `path`, then `publish` it as `path`; on any error the
-    temporary file is removed and `path` is left as it was. Every artifact of the project goes through here."""
+    temporary file is removed and `path` is left as it was. Every artifact of the project goes through here.
+    (A kill -9 leaves the temporary file, `is_temp`: readers skip such names, `remove_temps` clears them.)"""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     os.close(fd)
     try:
         write(Path(tmp))
