@@ -5,8 +5,9 @@
 Trains GRPO on the tiny model (untrained base, synthetic reward: seconds per step) once straight
 through and once with `--kills` SIGKILLs (each at a random moment after a new checkpoint appeared,
 often mid-step or mid-save), resuming with --resume after each. Prints whether every checkpoint's
-adapter is byte-identical between the two runs, and whether steps.jsonl and the TensorBoard events
-hold each step once with the same values.
+adapter is byte-identical between the two runs, and whether the TensorBoard events hold each step once, with
+every field of steps.jsonl under the tag the trainer writes (train.monitor.tensorboard_tag: `train/reward`, ...)
+at the same steps with the same values.
 """
 
 from __future__ import annotations
@@ -52,6 +53,27 @@ def tb_steps(tb: Path) -> dict[str, list[tuple[int, float]]]:
     return found
 
 
+def tensorboard_check(rows: list[dict], tb: dict[str, list[tuple[int, float]]]) -> tuple[bool, bool, list[str]]:
+    """Compare the TensorBoard mirror with steps.jsonl the way the trainer writes it (train.monitor: each numeric
+    field of a row under `tensorboard_tag(field)`): (each step once per tag, every field's steps and values the
+    same as steps.jsonl, the fields whose tag is missing or differs)."""
+    import math
+
+    from train.monitor import tensorboard_tag
+
+    once = all(len({s for s, _ in pts}) == len(pts) for pts in tb.values())
+    fields = sorted({k for r in rows for k, v in r.items() if k != "step" and isinstance(v, (int, float))
+                     and math.isfinite(v)})
+    wrong = []
+    for k in fields:
+        want = [(r["step"], float(r[k])) for r in rows if isinstance(r.get(k), (int, float)) and math.isfinite(r[k])]
+        got = sorted(tb.get(tensorboard_tag(k), []))
+        if len(got) != len(want) or any(a[0] != b[0] or not math.isclose(a[1], b[1], rel_tol=1e-6, abs_tol=1e-9)
+                                         for a, b in zip(got, want)):
+            wrong.append(tensorboard_tag(k))
+    return once, bool(fields) and not wrong, wrong
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=3)
@@ -85,10 +107,10 @@ def main() -> int:
         print(f"checkpoints byte-identical: {len(same)} of {len(a)} ({kills} kills)")
         rows = read_steps(killed / "steps.jsonl")
         tb = tb_steps(killed / "tb")
-        once = all(len({s for s, _ in pts}) == len(pts) for pts in tb.values())
-        agree = sorted(s for s, _ in tb.get("reward", [])) == [r["step"] for r in rows]
+        once, agree, wrong = tensorboard_check(rows, tb)
         print(f"steps.jsonl steps: {[r['step'] for r in rows]}; TensorBoard: each step once {once}, "
-              f"same steps as steps.jsonl {agree}")
+              f"every field's steps and values as in steps.jsonl {agree}"
+              + (f" (differ or missing: {', '.join(wrong[:6])})" if wrong else ""))
     return 0
 
 
