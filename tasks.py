@@ -77,7 +77,7 @@ def infer(c, scale="tiny", method="grpo", what="all"):
 @task(help={"scale": H_SCALE, "num-workers": H_WORKERS,
             "lease": "seconds a job's claim lasts without a heartbeat (default 300)"})
 def workers(c, scale="tiny", num_workers=None, lease=0):
-    """Run the inference workers (tiny: local processes until the queue is empty; 3b/7b: GPU containers)."""
+    """Run the inference workers (tiny: local processes until the queue is empty; 3b/7b: GPU containers, detached)."""
     n = check_workers(num_workers, choice("scale", scale, SCALES))
     if float(lease) < 0:
         raise Exit(f"invalid --lease {lease!r}; seconds > 0 (0: the worker's default, 300)", code=2)
