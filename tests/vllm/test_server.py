@@ -112,3 +112,15 @@ def test_the_rehearsals_endpoint_check_reads_a_real_server_as_the_rehearsal_expe
     assert out["asked"]["Qwen/Qwen3.5-9B"] == "ok" and out["asked"]["Qwen3.7-Flash"] == "ok"
     assert out["asked"]["Not/Served"].startswith(
         f"codebook endpoint {judge_server.base_url} model 'Not/Served': HTTP 404")
+
+
+def test_a_prompt_longer_than_the_servers_context_stops_the_stage_with_vllms_reason(judge_server, tmp_path):
+    """vLLM answers HTTP 400 to a prompt past --max-model-len: the client stops the stage with vLLM's reason
+    and the fix (tests/infer/scripted_server.py's CTX400 mirrors this answer), rather than leaving the item
+    unlabelled."""
+    client = LLMClient(settings(judge_server.config(), "judge"), tmp_path / "cache")
+    long = Request([{"role": "user", "content": "1 + " * 3000}], {"temperature": 0.0, "max_tokens": 4})
+    with pytest.raises(LLMFailure, match=rf"judge endpoint {judge_server.base_url} model 'Qwen/Qwen3.5-9B': HTTP 400 "
+                                         r"\(the server refused the request: .*maximum context length") as err:
+        client.complete_many([long])
+    assert "--max-model-len in JUDGE_ARGS" in str(err.value) and client.calls == 1
