@@ -392,7 +392,7 @@ def test_workers_default_to_num_workers_from_the_environment(capsys, dry, monkey
 
 
 def test_tasks_py_stays_a_thin_layer():
-    assert len((ROOT / "tasks.py").read_text().splitlines()) < 256  # 250 until warm-start joined
+    assert len((ROOT / "tasks.py").read_text().splitlines()) < 250
     for module in (ROOT / "orchestrate" / "ops").glob("*.py"):
         assert len(module.read_text().splitlines()) <= 400, module
 
