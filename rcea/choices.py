@@ -1,9 +1,12 @@
-"""Settings whose valid values a library defines, checked against that library before any work.
+"""Settings with a fixed set of valid values, checked before any work.
 
-    check_library_choices(cfg)                 every such setting (the training process: transformers is loaded)
-    check_library_choices(cfg, overrides)      only those an override sets (prepare, the first stage of a study)
+    choice_problem(key, value)                 '' or one line: rcea.config checks every value it applies
+    library_problem(key, value)                '' or one line, against the library's own list (imports it)
+    rcea.config_check.check_library_choices    what `python -m train` and prepare call
 
-The valid values are read from the library that takes the setting, so they follow its version:
+The project's own sets (PROJECT: `data.world`, `judge.labeller`, `train.precision`) are checked
+as the configuration loads, in every environment, so the tools environment refuses them before a study starts.
+Where a library defines the set, it is read from that library, so it follows the library's version:
 `train.lr_scheduler` from transformers' `SchedulerType`, `train.optimizer` from its `OptimizerNames`. A process
 whose environment lacks the library (the tools environment) cannot ask it and leaves the check to the role
 that has it; the study's first stage (prepare, in the training environment) checks what the overrides set
@@ -16,7 +19,22 @@ import importlib
 import importlib.util
 from functools import lru_cache
 
-from rcea.config import ConfigError, parse_override
+
+# Sets the project defines (the code that reads the setting takes exactly these); a list value is checked item
+# by item. A value outside them used to pass silently (data.world=maths ran the math world's code on nothing,
+# train.precision=fp16 trained in fp32) or fail late.
+PROJECT = {"data.world": ("math", "toy"), "judge.labeller": ("auto", "rules", "llm"), "train.precision": ("bf16", "fp32")}
+
+
+def choice_problem(key: str, value) -> str:
+    """'' when `value` (each item of a list) is one of `key`'s choices or `key` has none, else one line."""
+    if key not in PROJECT:
+        return ""
+    valid = PROJECT[key]
+    if all(v in valid for v in (value if isinstance(value, list) else [value])):
+        return ""
+    return f"{key} = {value!r} is not one of its choices; valid: {', '.join(valid)}"
+
 
 LIBRARY = {"train.lr_scheduler": ("transformers.trainer_utils", "SchedulerType"),
            "train.optimizer": ("transformers.training_args", "OptimizerNames")}
@@ -31,16 +49,10 @@ def library_choices(key: str) -> tuple[str, ...] | None:
     return tuple(str(m.value) for m in getattr(importlib.import_module(module), name))
 
 
-def check_library_choices(cfg, overrides=None) -> None:
-    """Raise ConfigError (one line: the key, the value, the valid ones) for a value the library refuses.
-    `overrides`: check only the settings these `key=value` strings (and $RCEA_OVERRIDES) set."""
-    keys = list(LIBRARY)
-    if overrides is not None:
-        from rcea.config import env_overrides
-
-        keys = [k for k in keys if k in {parse_override(o)[0] for o in [*env_overrides(), *overrides]}]
-    for key in keys:
-        valid = library_choices(key)
-        if valid is not None and cfg[key] not in valid:
-            module, name = LIBRARY[key]
-            raise ConfigError(f"{key} = {cfg[key]!r} is not a choice of {module}.{name}; valid: {', '.join(valid)}")
+def library_problem(key: str, value) -> str:
+    """'' when the library accepts `value` for `key` (or is not installed here), else one line naming the valid."""
+    valid = library_choices(key)
+    if valid is None or value in valid:
+        return ""
+    module, name = LIBRARY[key]
+    return f"{key} = {value!r} is not a choice of {module}.{name}; valid: {', '.join(valid)}"

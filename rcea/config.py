@@ -295,7 +295,9 @@ def load_config(scale: str, method: str | None = None, overrides: Iterable[str] 
             raise ConfigError(f"{origin}: {key} must be {type(old.value).__name__}, got {value!r}")
         if isinstance(old.value, float):
             value = float(value)
-        problem = out_of_range(key, value)
+        from rcea.choices import choice_problem   # a fixed set of valid values (rcea/choices.py)
+
+        problem = out_of_range(key, value) or choice_problem(key, value)
         if problem:
             raise ConfigError(f"{origin}: {problem}")
         settings[key] = Setting(value, status, old.doc)

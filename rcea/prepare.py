@@ -25,7 +25,7 @@ def prepare(scale: str, overrides=()) -> Path:
     from rcea.tiny import model_path
 
     cfg = load_config(scale, overrides=overrides)
-    from rcea.choices import check_library_choices
+    from rcea.config_check import check_library_choices
 
     check_library_choices(cfg, overrides)   # a study's first stage: an override's value the library refuses
     t0 = time.time()

@@ -22,6 +22,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    from rcea.store import DamagedRun
     from train.run import TrainSetupError, run_training
 
     try:
@@ -29,7 +30,7 @@ def main(argv=None) -> int:
         check_choice("scale", args.scale, SCALES)
         overrides = list(args.override) + ([f"train.max_steps={args.max_steps}"] if args.max_steps else [])
         cfg = load_config(args.scale, args.method, overrides)
-        from rcea.choices import check_library_choices
+        from rcea.config_check import check_library_choices
 
         check_library_choices(cfg)   # e.g. train.lr_scheduler against transformers' own list, before any output
         from rcea.launch import tiny_model
@@ -37,7 +38,7 @@ def main(argv=None) -> int:
         if args.reward != "verifier" and not tiny_model(cfg):
             raise TrainSetupError("--reward synthetic is a smoke-test reward for the tiny model only (--scale tiny)")
         run_training(cfg, args.output, resume=args.resume, reward=args.reward)
-    except (ConfigError, TrainSetupError) as exc:
+    except (ConfigError, TrainSetupError, DamagedRun) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -11,8 +11,9 @@ import pytest
 from transformers.trainer_utils import SchedulerType
 from transformers.training_args import OptimizerNames
 
-from rcea.choices import LIBRARY, check_library_choices, library_choices
-from rcea.config import SCALES, ConfigError, load_config
+from rcea.choices import LIBRARY, PROJECT, library_choices
+from rcea.config import SCALES, ConfigError, base_value, load_config
+from rcea.config_check import check_library_choices
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,3 +50,12 @@ def test_train_refuses_before_the_run_folder_exists(tmp_path):
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "train.lr_scheduler = 'bogus'" in r.stderr
     assert "cosine" in r.stderr                    # the valid ones, from SchedulerType
     assert not out.exists() and not (tmp_path / "data").exists()   # no run folder, no warm start
+
+
+@pytest.mark.parametrize("key", sorted(PROJECT))
+def test_a_value_outside_the_project_s_set_stops_the_load(key):
+    """data.world=maths ran the math world's code; train.precision=fp16 trained in fp32 (both silently)."""
+    assert base_value(key) in PROJECT[key]
+    with pytest.raises(ConfigError) as err:
+        load_config("tiny", overrides=[f"{key}=bogus"])
+    assert str(err.value).startswith(f"override '{key}=bogus': ") and ", ".join(PROJECT[key]) in str(err.value)
