@@ -47,10 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     from aggregate import io
     from aggregate.settings import load_settings
 
+    options = dict(min_k_r=args.min_k_r, bootstrap_resamples=args.bootstrap_resamples,
+                   bootstrap_seed=args.bootstrap_seed, rarefaction_seed=args.rarefaction_seed,
+                   rarefaction_draws=args.rarefaction_draws, min_mode_m=args.min_mode_m, pass_k=args.pass_k)
     try:
-        st = load_settings(args.scale, min_k_r=args.min_k_r, bootstrap_resamples=args.bootstrap_resamples,
-                           bootstrap_seed=args.bootstrap_seed, rarefaction_seed=args.rarefaction_seed,
-                           rarefaction_draws=args.rarefaction_draws, min_mode_m=args.min_mode_m, pass_k=args.pass_k)
+        st = load_settings(args.scale, **options)
     except ValueError as exc:  # rcea.config.ConfigError names the valid choices; a range names the option
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -73,6 +74,16 @@ def main(argv: list[str] | None = None) -> int:
               f"<table>/*.parquet with manifests); make them with `scripts/run demo` (tiny) or `invoke study`, "
               "or write them as docs/schema.md describes", file=sys.stderr)
         return 2
+    from aggregate import made_with
+
+    try:   # the settings the tables were made with (aggregate.made_with), then the options above
+        st, said = made_with.resolve(ds.parts, args.scale, options)
+    except made_with.Mismatch as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if said:
+        ds.notes.append(said)
+        print(f"note: {said}", file=sys.stderr)
     out = Path(args.output)
     problem = unwritable(out, figures=not args.no_figures)
     if problem:

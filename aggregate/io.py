@@ -28,6 +28,7 @@ class Dataset:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)  # {"table", "file", "reason"} per bad part
+    parts: list[Path] = field(default_factory=list)  # the Parquet files read (their manifests: aggregate.made_with)
 
     def has(self, name: str) -> bool:
         return name in self.tables and self.tables[name].num_rows > 0
@@ -94,6 +95,7 @@ def load_dataset(root: str | Path, names: tuple[str, ...] = tuple(TABLES), skip_
         for part in parts:
             try:
                 pieces.append(_read_part(name, part))
+                ds.parts.append(part)
             except (ValueError, OSError, pa.ArrowException) as exc:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 ds.skipped.append({"table": name, "file": str(part), "reason": reason})

@@ -15,8 +15,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from rcea.config import ConfigError
-
 MANIFEST_SUFFIX = ".manifest.json"
 
 
@@ -108,8 +106,9 @@ def write_manifest(artifact: str | Path, cfg=None, seeds: dict | None = None, **
     from rcea.provenance import provenance
 
     record = {"artifact": Path(artifact).name, **provenance(), "seeds": seeds or {}, **extra}
-    if cfg is not None:
-        record.update(config_hash=cfg.hash(), scale=cfg.scale, method=cfg.method)
+    if cfg is not None:   # the settings themselves: a reader (the aggregation) uses those the artifact was made with
+        record.update(config_hash=cfg.hash(), scale=cfg.scale, method=cfg.method,
+                      settings={k: v["value"] for k, v in cfg.to_dict()["settings"].items()})
     return atomic_write_json(manifest_path(artifact), record)
 
 
@@ -129,9 +128,9 @@ def checkpoint_complete(folder: str | Path) -> bool:
             and any(folder.glob("adapter_model.*")))
 
 
-class DamagedRun(FileNotFoundError, ConfigError):
+class DamagedRun(FileNotFoundError):
     """A finished training run lost part of a checkpoint: its measurements would mix checkpoints. (A
-    FileNotFoundError and a ConfigError, so that `python -m infer plan` and `python -m train` say it in one line.)"""
+    FileNotFoundError, as `python -m infer plan` reports a run with no checkpoints: in one line.)"""
 
 
 def why_incomplete(folder: Path) -> str:

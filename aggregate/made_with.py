@@ -1,0 +1,111 @@
+"""The settings of an aggregation are those its tables were made with.
+
+Each table part's manifest records the configuration the job ran under (`config_hash`, and `settings`: every
+value, rcea.store.write_manifest). The aggregation reads them: the settings it uses (pass@k's k, the bootstrap
+resamples, the failure thresholds, ...) are the recorded ones, then the command line's options; where they differ
+from the current configuration (a `--quick` study aggregated again without its overrides) one line says so.
+Tables made under several configurations (a quick and a full run mixed), or under another configuration than the
+current one with no settings recorded, are refused with a line naming the configurations and the fix.
+Tables without manifests of this kind (written by hand, docs/schema.md) keep the current settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from rcea.config import NOT_IN_HASH, base_value
+from rcea.store import manifest_path
+
+from aggregate.settings import AggregateSettings, load_settings
+
+
+class Mismatch(ValueError):
+    """The tables' configurations cannot be used together or with the current one; the message says why."""
+
+
+def recorded(parts: list[Path]) -> dict[str, dict[str, Any]]:
+    """config_hash -> {"parts": count, "settings": the recorded values (None where no manifest has them)}."""
+    found: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        try:
+            record = json.loads(manifest_path(part).read_text())
+        except (OSError, ValueError):
+            continue
+        h = record.get("config_hash") if isinstance(record, dict) else None
+        if not isinstance(h, str):
+            continue
+        entry = found.setdefault(h, {"parts": 0, "settings": None})
+        entry["parts"] += 1
+        if entry["settings"] is None and isinstance(record.get("settings"), dict):
+            entry["settings"] = record["settings"]
+    return found
+
+
+def _keys(values: dict[str, Any]) -> list[str]:
+    """The configuration keys an aggregation reads: its fields' keys and the [failure] thresholds."""
+    keys = [f.metadata["key"] for f in dataclasses.fields(AggregateSettings) if "key" in f.metadata]
+    return [k for k in keys if k not in NOT_IN_HASH] + sorted(k for k in values if k.startswith("failure."))
+
+
+def _plain(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _current(scale: str | None):
+    if scale is None:
+        return base_value
+    from rcea.config import load_config
+
+    cfg = load_config(scale)
+    return lambda key: cfg[key]
+
+
+def _differ(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return sorted(k for k in set(a) | set(b) if _plain(a.get(k)) != _plain(b.get(k)))
+
+
+def resolve(parts: list[Path], scale: str | None, options: dict[str, Any]) -> tuple[AggregateSettings, str]:
+    """The settings to aggregate `parts` with (`options`: the command line's, None = not given) and a line saying
+    where they differ from the current configuration ('' when they do not); Mismatch when they cannot be known."""
+    made = recorded(parts)
+    current = load_settings(scale, **options)
+    if not made:
+        return current, ""
+    if len(made) > 1:
+        known = [m["settings"] for m in made.values() if m["settings"] is not None]
+        diff = _differ(known[0], known[1]) if len(known) > 1 else []
+        which = "; ".join(f"{h}: {m['parts']} part(s)" for h, m in sorted(made.items(), key=lambda x: -x[1]["parts"]))
+        raise Mismatch(f"the tables were made under {len(made)} configurations ({which}"
+                       + (f"; they differ in {', '.join(diff[:6])}" if diff else "") + "): parts of different "
+                       "runs (e.g. a --quick and a full study) are mixed; remove the stale parts (their manifests "
+                       "name the config_hash) or rerun the study, which remakes them, then aggregate")
+    (h, info), = made.items()
+    now = _current(scale)
+    if info["settings"] is None:
+        if scale is not None:
+            from rcea.config import load_config
+
+            if load_config(scale).hash() != h:
+                raise Mismatch(f"the tables were made under configuration {h}, not the current one of {scale} "
+                               f"({load_config(scale).hash()}), and their manifests predate recording the settings: "
+                               "aggregate with the settings they were made with (the same RCEA_OVERRIDES) or remake "
+                               "them")
+        return current, ""
+    values = info["settings"]
+    keys = [k for k in _keys(values) if k in values]
+    changed = [k for k in keys if _plain(values[k]) != _plain(now(k))]
+    if not changed:
+        return current, ""
+    by_field = {f.name: f.metadata["key"] for f in dataclasses.fields(AggregateSettings) if "key" in f.metadata}
+    adopted = {name: _plain(values[key]) for name, key in by_field.items() if key in changed}
+    if any(k.startswith("failure.") for k in changed):
+        from rcea.stats import FailureThresholds
+
+        adopted["failure"] = FailureThresholds.from_config({k: v for k, v in values.items() if k.startswith("failure.")})
+    settings = current.replace(**{**adopted, **{k: v for k, v in options.items() if v is not None}})
+    return settings, (f"settings as the tables were made (configuration {h}), not the current configuration's: "
+                      + ", ".join(f"{k} = {values[k]} (now {now(k)})" for k in changed[:8])
+                      + (f" (+{len(changed) - 8} more)" if len(changed) > 8 else ""))
