@@ -41,6 +41,57 @@ def _color(method: str) -> str:
     return f"C{method_rank(method)[0] % 10}"
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 1)))
+
+
+def _style(method: str) -> dict:
+    """Colour, marker and line style of a method, the same in every figure: series that coincide stay
+    distinguishable by their markers and dashes."""
+    from aggregate.pipeline import method_rank
+
+    r = method_rank(method)[0]
+    return {"color": _color(method), "marker": _MARKERS[r % len(_MARKERS)],
+            "ls": _LINESTYLES[r % len(_LINESTYLES)]}
+
+
+def dodge(series: dict[str, tuple[np.ndarray, np.ndarray]], width: float, tol: float) -> dict[str, np.ndarray]:
+    """x positions that keep coinciding points apart: at each x, the series whose y values agree within `tol`
+    are spread sideways over `width` (in order of the series), the others keep their x. Visual only."""
+    out = {k: np.asarray(x, float).copy() for k, (x, _) in series.items()}
+    names = list(series)
+    xs = sorted({float(v) for x, _ in series.values() for v in np.asarray(x, float)})
+    for xv in xs:
+        here = [(k, i) for k in names for i, v in enumerate(np.asarray(series[k][0], float)) if v == xv]
+        groups: list[list[tuple[str, int]]] = []
+        for k, i in here:
+            y = float(series[k][1][i])
+            for g in groups:
+                if abs(float(series[g[0][0]][1][g[0][1]]) - y) <= tol:
+                    g.append((k, i))
+                    break
+            else:
+                groups.append([(k, i)])
+        for g in groups:
+            if len(g) > 1:
+                step = width / (len(g) - 1)
+                for j, (k, i) in enumerate(g):
+                    out[k][i] = xv - width / 2 + j * step
+    return out
+
+
+def _progress_axis(ax, xmax: float) -> None:
+    """The normalised-progress axis of every trace figure: from 0 (the base policy) to the end of the run."""
+    end = max(1.0, float(xmax))
+    ax.set_xlim(-0.05 * end, 1.05 * end)
+
+
+def method_label(method: str) -> str:
+    from aggregate.tables import method_name
+
+    return method_name(method)
+
+
 def _finite(x) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
@@ -57,10 +108,11 @@ def _trace_line(ax, x, y, window: int, **kw):
 
     w = smoothing_window(len(y), window)
     if w > 1:
+        marker = kw.pop("marker", ".")
         line, = ax.plot(x, centered_moving_average(y, w), **kw)
-        ax.plot(x, y, ".", color=line.get_color(), alpha=0.4)
+        ax.plot(x, y, marker, ls="none", ms=3, color=line.get_color(), alpha=0.4)
     else:
-        line, = ax.plot(x, y, marker="o", ms=4, **kw)
+        line, = ax.plot(x, y, ms=5, mfc="none", **kw)
     return line, w
 
 
@@ -69,6 +121,33 @@ def _smoothing_note(windows: set[int]) -> str:
     if not used:
         return "points as measured: too few to smooth"
     return f"dots raw, line CMA({used[0]})" + ("" if 1 not in windows else "; short traces unsmoothed")
+
+
+def _dodged(series: dict[str, tuple[np.ndarray, np.ndarray]], xmax: float) -> dict[str, np.ndarray]:
+    """`dodge` as the trace figures use it: over 6% of the progress axis, for values within 1% of their span
+    (closer than a marker)."""
+    ys = np.concatenate([np.asarray(y, float) for _, y in series.values()]) if series else np.zeros(0)
+    span = float(np.ptp(ys)) if ys.size else 0.0
+    return dodge(series, 0.06 * max(1.0, xmax), 0.01 * span if span > 0 else 1e-12)
+
+
+def _dodge_note(series: dict, dodged: dict, inline: bool = False) -> str:
+    moved = any(np.any(dodged[k] != np.asarray(x, float)) for k, (x, _) in series.items())
+    if not moved:
+        return ""
+    return "; coinciding points set side by side" if inline else "\n(coinciding points set side by side)"
+
+
+def _percent_axis(ax, values: list[float], pad: float = 5.0) -> None:
+    """A percentage axis that shows only values a percentage can take: [0, 100], around the data."""
+    vals = [v for v in values if _finite(v)]
+    if not vals:
+        return
+    lo, hi = min(vals), max(vals)
+    span = max(hi - lo, 2 * pad)
+    ax.set_ylim(max(0.0, lo - 0.1 * span), min(100.0, hi + 0.1 * span) if hi < 100 else 100.0)
+    for c in ax.collections + ax.lines:
+        c.set_clip_on(False)   # a point at 0% or 100% sits on the frame, drawn whole
 
 
 def draw_traces(res: dict, st: AggregateSettings):
@@ -96,32 +175,44 @@ def draw_traces(res: dict, st: AggregateSettings):
         if base:
             ax.axhline(base[0]["token_entropy_mean"], color="grey", ls=":", lw=1,
                        label=f"Base (step 0): {base[0]['token_entropy_mean']:.3f}")
+        ent = {}
         for m in methods:
             pts = sorted(([(0, base[0]["token_entropy_mean"])] if base else [])
                          + [(e["step"], e["token_entropy_mean"]) for e in eps if e["scale"] == sc and e["method"] == m])
-            ax.plot([p[0] / spe for p in pts], [p[1] for p in pts], marker="o", ms=4, label=method_name(m),
-                    color=_color(m))
-        ax.set(title=f"{scale_name(sc)}: probe token entropy (milestones)", xlabel="normalised progress",
-               ylabel="mean token entropy (nats)")
+            ent[m] = (np.array([p[0] / spe for p in pts]), np.array([p[1] for p in pts]))
+        xmax = max([float(x.max()) for x, _ in ent.values() if x.size] or [1.0])
+        dodged = _dodged(ent, xmax)
+        for m in methods:
+            ax.plot(dodged[m], ent[m][1], ms=5, mfc="none", label=method_name(m), **_style(m))
+        _progress_axis(ax, xmax)
+        ax.set(title=f"{scale_name(sc)}: probe token entropy (milestones){_dodge_note(ent, dodged)}",
+               xlabel="normalised progress", ylabel="mean token entropy (nats)")
         ax = axes[1, j]
         g_base = sorted((g["step"], g["accuracy"]) for g in greedy if g["scale"] == sc and g["method"] == BASE_METHOD)
         if g_base:
             ax.axhline(100 * g_base[0][1], color="grey", ls=":", lw=1, label=f"Base (step 0): {100 * g_base[0][1]:.1f}%")
         windows = set()
+        acc = {}
         for m in sorted({g["method"] for g in greedy if g["scale"] == sc and g["method"] != BASE_METHOD},
                         key=method_rank):
             tr = sorted((g["step"], g["accuracy"]) for g in greedy if g["scale"] == sc and g["method"] == m)
             if g_base and tr[0][0] > 0:
                 tr = [(0, g_base[0][1]), *tr]  # every run starts from the base policy
-            x = np.array([p[0] for p in tr]) / spe
-            y = 100 * np.array([p[1] for p in tr])
-            line, w = _trace_line(ax, x, y, st.smoothing_window, label=method_name(m), color=_color(m))
+            acc[m] = (np.array([p[0] for p in tr]) / spe, 100 * np.array([p[1] for p in tr]))
+        xmax = max([float(x.max()) for x, _ in acc.values() if x.size] or [1.0])
+        dodged = _dodged(acc, xmax) if all(smoothing_window(len(y), st.smoothing_window) == 1
+                                           for _, y in acc.values()) else {m: x for m, (x, _) in acc.items()}
+        for m, (x, y) in acc.items():
+            line, w = _trace_line(ax, dodged[m], y, st.smoothing_window, label=method_name(m), **_style(m))
             windows.add(w)
             fd = res.get("failure_detector", {}).get(f"{sc}/{m}", {})
             if fd.get("fired"):
                 ax.axvline(fd["onset_step"] / spe, color=line.get_color(), ls="--", lw=1)
+        _progress_axis(ax, xmax)
+        _percent_axis(ax, [v for _, y in acc.values() for v in y] + [100 * g[1] for g in g_base])
         name = BENCH_NAMES.get(bench, bench)
-        ax.set(title=f"{scale_name(sc)}: greedy accuracy, {name}\n({_smoothing_note(windows)})",
+        ax.set(title=f"{scale_name(sc)}: greedy accuracy, {name}\n({_smoothing_note(windows)}"
+                     f"{_dodge_note(acc, dodged, inline=True)})",
                xlabel="normalised progress", ylabel="accuracy (%)")
         for a in axes[:, j]:
             if a.get_legend_handles_labels()[0]:
@@ -284,17 +375,33 @@ def draw_retention(res: dict, st: AggregateSettings):
         sub = [r for r in runs if r["scale"] == sc]
         c = res.get("correlations", {}).get(sc, {})
         rho = c.get("spearman")
-        lab = f"{scale_name(sc)}" + (f" (ρ_s = {rho:.2f}, n = {c.get('n', len(sub))})" if _finite(rho) else "")
+        lab = f"{scale_name(sc)}: " + (f"ρ_s = {rho:.2f}, n = {c.get('n', len(sub))}" if _finite(rho)
+                                       else f"ρ_s undefined:\n{c.get('undefined') or 'too few runs'}")
         ax.scatter([r[key] for r in sub], [r["mode_retention"] for r in sub], label=lab, s=49, zorder=3,
-                   color=f"C{i}")
-        xs += [r[key] for r in sub]
-        ys += [r["mode_retention"] for r in sub]
-        texts += [method_name(r["method"]) for r in sub]
-    ax.margins(x=0.2, y=0.2)
-    ax.set(xlabel=passk_axis_label(res, st), ylabel="mode retention (%)", title="Mode retention vs pass@k")
-    ax.legend(fontsize=7, loc="best")
+                   color=f"C{i}", clip_on=False)
+        at: dict[tuple[float, float], list[str]] = {}   # runs at one point share one label
+        for r in sub:
+            at.setdefault((r[key], r["mode_retention"]), []).append(method_name(r["method"]))
+        for (x, y), names in at.items():
+            xs.append(x)
+            ys.append(y)
+            texts.append(", ".join(names) if len(names) <= 2 else
+                         f"{len(names)} runs:\n" + "\n".join(", ".join(names[k:k + 3]) for k in range(0, len(names), 3)))
+    _percent_limits(ax, xs, "x")
+    _percent_limits(ax, ys, "y")
+    ax.set(xlabel=passk_axis_label(res, st), ylabel="mode retention (%)",
+           title=f"Mode retention vs pass@{st.pass_k}")
+    ax.legend(fontsize=7, loc="lower left")
     place_labels(ax, xs, ys, texts)
     return fig
+
+
+def _percent_limits(ax, values: list[float], axis: str) -> None:
+    """Limits of a percentage axis around `values`, never past 0 or 100 (points on 100 sit on the frame)."""
+    lo, hi = min(values), max(values)
+    span = max(hi - lo, 20.0)
+    limits = (max(0.0, lo - 0.2 * span), min(100.0, hi + 0.2 * span))
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(*limits)
 
 
 def draw_training_entropy(res: dict, st: AggregateSettings):
@@ -314,19 +421,29 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
     for j, sc in enumerate(scales):
         ax = axes[0, j]
         windows = set()
+        series, spe = {}, {}
         for (s, m), tr in sorted(((r, tr) for r, tr in runs if r[0] == sc), key=lambda x: method_rank(x[0][1])):
             pts = [(st_, e) for st_, e in zip(tr["step"], tr["entropy"]) if _finite(e)]
-            x = np.array([p[0] for p in pts]) / tr["steps_per_epoch"]
-            y = np.array([p[1] for p in pts])
+            series[m] = (np.array([p[0] for p in pts]) / tr["steps_per_epoch"], np.array([p[1] for p in pts]))
+            spe[m] = tr["steps_per_epoch"]
+        xmax = max([float(x.max()) for x, _ in series.values() if x.size] or [1.0])
+        short = all(smoothing_window(len(y), st.smoothing_window) == 1 for _, y in series.values())
+        dodged = _dodged(series, xmax) if short else {m: x for m, (x, _) in series.items()}
+        for m, (x, y) in series.items():
             w = smoothing_window(len(y), st.smoothing_window)
             windows.add(w)
-            if w > 1:
-                ax.plot(x, y, color=_color(m), alpha=0.25, lw=0.6)
-            ax.plot(x, centered_moving_average(y, w), color=_color(m), label=method_name(m))
-            fd = res.get("failure_detector", {}).get(f"{s}/{m}", {})
+            sty = _style(m)
+            if w > 1:   # long traces: thin raw line, thick smoothed line (markers would hide the trace)
+                ax.plot(x, y, color=sty["color"], alpha=0.25, lw=0.6)
+                ax.plot(x, centered_moving_average(y, w), color=sty["color"], ls=sty["ls"], label=method_name(m))
+            else:       # as measured: every point marked
+                ax.plot(dodged[m], y, ms=5, mfc="none", label=method_name(m), **sty)
+            fd = res.get("failure_detector", {}).get(f"{sc}/{m}", {})
             if fd.get("fired"):
-                ax.axvline(fd["onset_step"] / tr["steps_per_epoch"], color=_color(m), ls="--", lw=1)
-        note = _smoothing_note(windows).replace("dots raw, line", "thin: raw, thick:")
+                ax.axvline(fd["onset_step"] / spe[m], color=sty["color"], ls="--", lw=1)
+        _progress_axis(ax, xmax)   # from 0, as fig_traces (the base policy is step 0; the first logged step is 1)
+        note = _smoothing_note(windows).replace("dots raw, line", "thin: raw, thick:") \
+            + _dodge_note(series, dodged, inline=True)
         ax.set(title=f"{scale_name(sc)}: training entropy (steps.jsonl)\n({note})", xlabel="normalised progress",
                ylabel="mean token entropy (nats)")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)

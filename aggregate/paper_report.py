@@ -157,7 +157,8 @@ def rq3_lines(res: dict, st: AggregateSettings) -> list[str]:
         dec = _decision(pe)
         other = _decision(pt)
         flag = other if other == "–" or other == dec else f"{other} (disagrees)"
-        L.append(f"| {sc} | {c['n']} | {_p4(c.get('spearman'))} | {_p4(pe)} | {_p4(pt)} | {dec} | {flag} |")
+        rho = _p4(c.get("spearman")) + (f" (undefined: {c['undefined']})" if c.get("undefined") else "")
+        L.append(f"| {sc} | {c['n']} | {rho} | {_p4(pe)} | {_p4(pt)} | {dec} | {flag} |")
     if res.get("extension_runs"):
         L.append(f"- Over the paper's six objectives only; extension runs ({', '.join(res['extension_runs'])}) "
                  "are listed in the tables beside them, not correlated.")

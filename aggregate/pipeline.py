@@ -139,6 +139,8 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
         x = [r.get("mode_retention", np.nan) for r in rows]
         y = [r.get(f"pass_at_{settings.pass_k}", np.nan) for r in rows]
         s = evals.spearman_with_p(np.array(x, float), np.array(y, float))
+        if not np.isfinite(s["spearman"]):   # the reason, for every place that shows it as "–"
+            s["undefined"] = undefined_reason(x, y, ("mode retention", f"pass@{settings.pass_k}"))
         s["methods"] = [r["method"] for r in rows if np.isfinite(r.get("mode_retention", np.nan))
                         and np.isfinite(r.get(f"pass_at_{settings.pass_k}", np.nan))]
         s["p_reported"] = "p_exact (two-sided permutation, n <= 8); p_t_approx is the t approximation"
@@ -153,6 +155,15 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
 
         summarise(context, res, settings, steps_per_epoch)
     return res
+
+
+def undefined_reason(x, y, names: tuple[str, str]) -> str:
+    """Why a rank correlation of x and y is undefined: fewer than 3 pairs, or one variable all tied."""
+    pairs = [(a, b) for a, b in zip(x, y) if np.isfinite(a) and np.isfinite(b)]
+    if len(pairs) < 3:
+        return f"{len(pairs)} run(s) with both values; it needs 3"
+    tied = [n for n, vals in zip(names, zip(*pairs)) if len(set(vals)) == 1]
+    return " and ".join(f"all {n} values tie" for n in tied) + f", n = {len(pairs)}" if tied else "undefined"
 
 
 def _extension_fits(trans: list[dict], failed: set) -> dict[str, Any]:

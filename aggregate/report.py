@@ -58,6 +58,14 @@ DEVIATIONS = (
 )
 
 
+def _why(fit: dict) -> str:
+    """Why a fit's rank and linear statistics are "–" (covariance.fit_summary needs 3 transitions, neither side tied)."""
+    n = fit.get("n") or 0
+    if isinstance(fit.get("spearman"), float) and math.isfinite(fit["spearman"]):
+        return ""
+    return f" (undefined: {n} transition(s), it needs 3)" if n < 3 else " (undefined: the predicted or observed values tie)"
+
+
 def write_text(path: Path, text: str) -> None:
     """Atomic text write, with the caller's umask (rcea.store.atomic_write)."""
     atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
@@ -178,7 +186,7 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
         L += ["", "## Covariance fit (Table A7, Figure 6; `summary.json` → `covariance_fit`)", ""]
         for scope, f in fit.items():
             if scope != "excluded_runs":
-                L.append(f"- {scope}: n = {f['n']}, sign {_f(f['sign_agreement'])}, Spearman {_f(f['spearman'])}, "
+                L.append(f"- {scope}: n = {f['n']}, sign {_f(f['sign_agreement'])}, Spearman {_f(f['spearman'])}{_why(f)}, "
                          f"Pearson {_f(f['pearson'])}, slope {_f(f['slope'])}, intercept {_f(f['intercept'], 5)}, "
                          f"R² {_f(f['r2'])}, R²_id {_f(f['r2_identity'])}, median AE {_f(f['median_abs_error'], 5)}, "
                          f"median RE {_f(f['median_rel_error'])}")
@@ -186,7 +194,7 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     if ext_fit:
         L += ["", "Extension runs (not among the paper's six objectives), each fitted on its own transitions and "
               "pooled into none of the fits above (`summary.json` → `extension_covariance_fit`):", ""]
-        L += [f"- {k}: n = {f['n']}, sign {_f(f['sign_agreement'])}, Spearman {_f(f['spearman'])}, "
+        L += [f"- {k}: n = {f['n']}, sign {_f(f['sign_agreement'])}, Spearman {_f(f['spearman'])}{_why(f)}, "
               f"slope {_f(f['slope'])}, R² {_f(f['r2'])}" for k, f in ext_fit.items()]
     L += rq3_lines(res, st)
     L += report_lines(res, st)

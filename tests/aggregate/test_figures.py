@@ -55,7 +55,10 @@ def test_two_greedy_points_are_drawn_as_measured_from_the_base():
     lines = _lines(greedy_ax)
     assert list(lines["GRPO"].get_ydata()) == pytest.approx([57.8, 70.0, 79.7])
     assert list(lines["DAPO"].get_ydata()) == pytest.approx([57.8, 72.0, 75.0])
-    assert list(lines["GRPO"].get_xdata()) == pytest.approx([0.0, 0.5, 1.0])
+    assert list(lines["GRPO"].get_xdata())[1:] == pytest.approx([0.5, 1.0])
+    # both start at the base point (0, 57.8): set side by side there, within 3% of the axis, so both show
+    starts = [lines[m].get_xdata()[0] for m in ("GRPO", "DAPO")]
+    assert starts[0] != starts[1] and all(abs(x) <= 0.03 + 1e-12 for x in starts)
     base = [ln for label, ln in lines.items() if label.startswith("Base")]
     assert len(base) == 1 and list(base[0].get_ydata()) == pytest.approx([57.8, 57.8])
     assert "57.8%" in base[0].get_label()
@@ -137,3 +140,66 @@ def test_retention_labels_cover_no_marker_no_label_and_no_legend():
         assert figures._overlap(a, b) == 0
     assert figures._overlap((0, 0, 2, 2), (1, 1, 3, 3)) == 1 and figures._overlap((0, 0, 1, 1), (2, 2, 3, 3)) == 0
     figures._plt().close(fig)
+
+
+def test_series_that_coincide_are_all_visible():
+    """Issue 31: GRPO, KL-Cov and Archer lay on one line (7 legend entries, about 4 visible lines). Each method
+    has its own marker and line style, and points that coincide are set side by side."""
+    same = [0.667, 0.667]
+    res = _traces_res([50, 100], {"grpo": same, "kl_cov": same, "archer": same, "dapo": [0.6, 0.7]}, base_acc=0.583)
+    fig = figures.draw_traces(res, ST)
+    lines = {k: v for k, v in _lines(fig.axes[1]).items() if not k.startswith(("Base", "_"))}
+    assert len({ln.get_marker() for ln in lines.values()}) == 4
+    assert len({str(figures._style(m)["ls"]) for m in ("grpo", "kl_cov", "archer", "dapo")}) == 4
+    for i in (1, 2):   # at both measured points the three coinciding series sit apart
+        xs = sorted(lines[m].get_xdata()[i] for m in ("GRPO", "KL-Cov", "Archer"))
+        assert xs[0] < xs[1] < xs[2] and xs[2] - xs[0] == pytest.approx(0.06)
+        assert lines["DAPO"].get_xdata()[i] == pytest.approx(i / 2)   # a series apart from others is not moved
+    assert "side by side" in fig.axes[1].get_title()
+    lo, hi = fig.axes[1].get_ylim()
+    assert 0 <= lo and hi <= 100
+    figures._plt().close(fig)
+
+
+def test_training_entropy_marks_its_points_and_shares_the_progress_axis_of_the_traces():
+    """Issue 31: six objectives coincided without markers though the title said 'points as measured', and the x
+    axis started at 0.25 where fig_traces starts at 0 under the same label."""
+    tr = {"step": [1, 2, 3, 4], "entropy": [0.167, 0.167, 0.143, 0.142], "steps_per_epoch": 4}
+    res = {"training_traces": {f"tiny/{m}": dict(tr) for m in ("grpo", "dapo", "gtpo")},
+           **_traces_res([2, 4], {"grpo": [0.6, 0.7]}, base_acc=0.5)}
+    fig = figures.draw_training_entropy(res, ST)
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    assert "points as measured" in ax.get_title()
+    assert all(ln.get_marker() not in (None, "None", "") for ln in lines)
+    assert len({ln.get_marker() for ln in lines}) == 3
+    assert len({tuple(np.round(ln.get_xdata(), 9)) for ln in lines}) == 3   # set side by side: all three show
+    traces = figures.draw_traces(res, ST)
+    assert ax.get_xlim() == pytest.approx(traces.axes[1].get_xlim())   # one progress axis, from before 0
+    assert ax.get_xlim()[0] < 0
+    figures._plt().close(fig)
+    figures._plt().close(traces)
+
+
+def test_retention_runs_at_one_point_share_a_label_within_0_100_and_an_undefined_rho_says_why():
+    """Issue 31: six runs at (100, 100) had six labels stacked on the marker, axes 94-106% and 'Spearman –'
+    with no reason; the title said pass@k where the axis said pass@4."""
+    from aggregate.pipeline import undefined_reason
+
+    methods = ("grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo")
+    runs = [{"scale": "tiny", "method": m, "failed": False, "extension": False, "pass_at_4": 100.0,
+             "mode_retention": 100.0} for m in methods]
+    why = undefined_reason([100.0] * 6, [100.0] * 6, ("mode retention", "pass@4"))
+    assert why == "all mode retention values tie and all pass@4 values tie, n = 6"
+    res = {"runs": runs, "correlations": {"tiny": {"spearman": float("nan"), "n": 6, "undefined": why}},
+           "eval_inventory": {"toy": {"passk": 24}}}
+    fig = figures.draw_retention(res, ST)
+    ax = fig.axes[0]
+    assert len(ax.texts) == 1 and all(figures.method_label(m) in ax.texts[0].get_text() for m in methods)
+    for lo, hi in (ax.get_xlim(), ax.get_ylim()):
+        assert 0 <= lo < 100 and hi == 100
+    assert ax.get_title() == "Mode retention vs pass@4" and "pass@4" in ax.get_xlabel()
+    assert any(why in t.get_text() for t in ax.get_legend().get_texts())
+    figures._plt().close(fig)
+    assert undefined_reason([1.0, 2.0], [3.0, 4.0], ("a", "b")) == "2 run(s) with both values; it needs 3"
+    assert undefined_reason([1.0, 2.0, 3.0], [5.0, 5.0, 5.0], ("a", "b")) == "all b values tie, n = 3"
