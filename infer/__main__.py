@@ -1,14 +1,16 @@
 """`python -m infer enqueue|worker|status`: the inference role's command line.
 
     python -m infer enqueue --scale tiny --method grpo|base --what all [--override probe.k=4] [--retry-failed]
-    python -m infer worker  [--scale tiny] [--gpu 0] [--until-empty] [--processes 2] [--backend auto|hf|vllm] [--lease 300] [--report 30]
+    python -m infer worker  [--scale tiny] [--gpu 0] [--until-empty] [--processes 2] [--backend auto|hf|vllm] [--lease 300] [--report 30] [--progress]
     python -m infer status  [--scale tiny] [--jobs] [--summary] [--check] [--follow 30]
     python -m infer plan    --scale tiny --method grpo --what all      (job specs as JSON lines; infer/unit_cli.py)
     python -m infer run-job --spec-file JOB.json [--spec-file ...]     (run specs in this process, idempotent)
 
 A worker (and `status`) takes its scale from --scale, else from $RCEA_SCALE (what compose.yaml passes to each worker
 container; `invoke workers` / `invoke study` set it), and refuses to start without one or without a queue.
-Inside a Compose worker, $WORKER_RANK names it in the queue (worker-<rank>@<host>:<pid>).
+Inside a Compose worker, $WORKER_RANK names it in the queue (worker-<rank>@<host>:<pid>). With --progress (what
+`invoke workers` and the study pass to local workers) every worker's own output goes to
+<data>/logs/workers/<scale>.log and the terminal gets the queue's counts (infer/console.py).
 """
 
 from __future__ import annotations
