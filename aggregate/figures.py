@@ -13,6 +13,9 @@ from aggregate.settings import AggregateSettings
 from rcea.config import BASE_METHOD
 from rcea.store import atomic_write
 
+from aggregate.figstyle import (dodge_note, dodge_traces, percent_axis, percent_limits, place_labels,
+                                progress_axis, style)
+
 
 def _plt():
     import matplotlib
@@ -32,64 +35,6 @@ def save(fig, out_dir: Path, stem: str) -> list[str]:
         written.append(target.name)
     _plt().close(fig)
     return written
-
-
-def _color(method: str) -> str:
-    """One colour per method across every panel and figure."""
-    from aggregate.pipeline import method_rank
-
-    return f"C{method_rank(method)[0] % 10}"
-
-
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
-_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 1)))
-
-
-def _style(method: str) -> dict:
-    """Colour, marker and line style of a method, the same in every figure: series that coincide stay
-    distinguishable by their markers and dashes."""
-    from aggregate.pipeline import method_rank
-
-    r = method_rank(method)[0]
-    return {"color": _color(method), "marker": _MARKERS[r % len(_MARKERS)],
-            "ls": _LINESTYLES[r % len(_LINESTYLES)]}
-
-
-def dodge(series: dict[str, tuple[np.ndarray, np.ndarray]], width: float, tol: float) -> dict[str, np.ndarray]:
-    """x positions that keep coinciding points apart: at each x, the series whose y values agree within `tol`
-    are spread sideways over `width` (in order of the series), the others keep their x. Visual only."""
-    out = {k: np.asarray(x, float).copy() for k, (x, _) in series.items()}
-    names = list(series)
-    xs = sorted({float(v) for x, _ in series.values() for v in np.asarray(x, float)})
-    for xv in xs:
-        here = [(k, i) for k in names for i, v in enumerate(np.asarray(series[k][0], float)) if v == xv]
-        groups: list[list[tuple[str, int]]] = []
-        for k, i in here:
-            y = float(series[k][1][i])
-            for g in groups:
-                if abs(float(series[g[0][0]][1][g[0][1]]) - y) <= tol:
-                    g.append((k, i))
-                    break
-            else:
-                groups.append([(k, i)])
-        for g in groups:
-            if len(g) > 1:
-                step = width / (len(g) - 1)
-                for j, (k, i) in enumerate(g):
-                    out[k][i] = xv - width / 2 + j * step
-    return out
-
-
-def _progress_axis(ax, xmax: float) -> None:
-    """The normalised-progress axis of every trace figure: from 0 (the base policy) to the end of the run."""
-    end = max(1.0, float(xmax))
-    ax.set_xlim(-0.05 * end, 1.05 * end)
-
-
-def method_label(method: str) -> str:
-    from aggregate.tables import method_name
-
-    return method_name(method)
 
 
 def _finite(x) -> bool:
@@ -123,33 +68,6 @@ def _smoothing_note(windows: set[int]) -> str:
     return f"dots raw, line CMA({used[0]})" + ("" if 1 not in windows else "; short traces unsmoothed")
 
 
-def _dodged(series: dict[str, tuple[np.ndarray, np.ndarray]], xmax: float) -> dict[str, np.ndarray]:
-    """`dodge` as the trace figures use it: over 6% of the progress axis, for values within 1% of their span
-    (closer than a marker)."""
-    ys = np.concatenate([np.asarray(y, float) for _, y in series.values()]) if series else np.zeros(0)
-    span = float(np.ptp(ys)) if ys.size else 0.0
-    return dodge(series, 0.06 * max(1.0, xmax), 0.01 * span if span > 0 else 1e-12)
-
-
-def _dodge_note(series: dict, dodged: dict, inline: bool = False) -> str:
-    moved = any(np.any(dodged[k] != np.asarray(x, float)) for k, (x, _) in series.items())
-    if not moved:
-        return ""
-    return "; coinciding points set side by side" if inline else "\n(coinciding points set side by side)"
-
-
-def _percent_axis(ax, values: list[float], pad: float = 5.0) -> None:
-    """A percentage axis that shows only values a percentage can take: [0, 100], around the data."""
-    vals = [v for v in values if _finite(v)]
-    if not vals:
-        return
-    lo, hi = min(vals), max(vals)
-    span = max(hi - lo, 2 * pad)
-    ax.set_ylim(max(0.0, lo - 0.1 * span), min(100.0, hi + 0.1 * span) if hi < 100 else 100.0)
-    for c in ax.collections + ax.lines:
-        c.set_clip_on(False)   # a point at 0% or 100% sits on the frame, drawn whole
-
-
 def draw_traces(res: dict, st: AggregateSettings):
     """Probe token entropy (macro) and greedy accuracy on the trace benchmark vs normalised progress; the
     base policy is every run's step 0, drawn as the start of each line and as a dotted reference line."""
@@ -181,11 +99,11 @@ def draw_traces(res: dict, st: AggregateSettings):
                          + [(e["step"], e["token_entropy_mean"]) for e in eps if e["scale"] == sc and e["method"] == m])
             ent[m] = (np.array([p[0] / spe for p in pts]), np.array([p[1] for p in pts]))
         xmax = max([float(x.max()) for x, _ in ent.values() if x.size] or [1.0])
-        dodged = _dodged(ent, xmax)
+        dodged = dodge_traces(ent, xmax)
         for m in methods:
-            ax.plot(dodged[m], ent[m][1], ms=5, mfc="none", label=method_name(m), **_style(m))
-        _progress_axis(ax, xmax)
-        ax.set(title=f"{scale_name(sc)}: probe token entropy (milestones){_dodge_note(ent, dodged)}",
+            ax.plot(dodged[m], ent[m][1], ms=5, mfc="none", label=method_name(m), **style(m))
+        progress_axis(ax, xmax)
+        ax.set(title=f"{scale_name(sc)}: probe token entropy (milestones){dodge_note(ent, dodged)}",
                xlabel="normalised progress", ylabel="mean token entropy (nats)")
         ax = axes[1, j]
         g_base = sorted((g["step"], g["accuracy"]) for g in greedy if g["scale"] == sc and g["method"] == BASE_METHOD)
@@ -200,19 +118,19 @@ def draw_traces(res: dict, st: AggregateSettings):
                 tr = [(0, g_base[0][1]), *tr]  # every run starts from the base policy
             acc[m] = (np.array([p[0] for p in tr]) / spe, 100 * np.array([p[1] for p in tr]))
         xmax = max([float(x.max()) for x, _ in acc.values() if x.size] or [1.0])
-        dodged = _dodged(acc, xmax) if all(smoothing_window(len(y), st.smoothing_window) == 1
+        dodged = dodge_traces(acc, xmax) if all(smoothing_window(len(y), st.smoothing_window) == 1
                                            for _, y in acc.values()) else {m: x for m, (x, _) in acc.items()}
         for m, (x, y) in acc.items():
-            line, w = _trace_line(ax, dodged[m], y, st.smoothing_window, label=method_name(m), **_style(m))
+            line, w = _trace_line(ax, dodged[m], y, st.smoothing_window, label=method_name(m), **style(m))
             windows.add(w)
             fd = res.get("failure_detector", {}).get(f"{sc}/{m}", {})
             if fd.get("fired"):
                 ax.axvline(fd["onset_step"] / spe, color=line.get_color(), ls="--", lw=1)
-        _progress_axis(ax, xmax)
-        _percent_axis(ax, [v for _, y in acc.values() for v in y] + [100 * g[1] for g in g_base])
+        progress_axis(ax, xmax)
+        percent_axis(ax, [v for _, y in acc.values() for v in y] + [100 * g[1] for g in g_base])
         name = BENCH_NAMES.get(bench, bench)
         ax.set(title=f"{scale_name(sc)}: greedy accuracy, {name}\n({_smoothing_note(windows)}"
-                     f"{_dodge_note(acc, dodged, inline=True)})",
+                     f"{dodge_note(acc, dodged, inline=True)})",
                xlabel="normalised progress", ylabel="accuracy (%)")
         for a in axes[:, j]:
             if a.get_legend_handles_labels()[0]:
@@ -284,68 +202,6 @@ def draw_covfit(res: dict, st: AggregateSettings):
     return fig
 
 
-# Label offsets (points) tried in order around a marker: right, left, above, below, the diagonals, then
-# the same directions further out (joined to the marker by a thin leader line).
-_OFFSETS = [(dx * r, dy * r) for r in (1, 2, 3.2) for dx, dy in
-            ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1))]
-
-
-def _overlap(a, b) -> float:
-    """Overlap area of two display-space boxes (x0, y0, x1, y1)."""
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    return w * h if w > 0 and h > 0 else 0.0
-
-
-def place_labels(ax, xs, ys, texts, marker_pt: float = 7.0, fontsize: float = 6.5) -> list:
-    """Annotate (x, y) points with texts placed so that no label covers a marker, another label or the legend,
-    or leaves the axes, where such a place exists among _OFFSETS (else the least-overlapping one). Returns
-    the annotations (tests read their boxes)."""
-    from matplotlib.text import Text
-
-    fig = ax.figure
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    px = fig.dpi / 72.0
-    pts = ax.transData.transform(np.column_stack([xs, ys]))
-    r = marker_pt / 2 * px + 1
-    taken = [(x - r, y - r, x + r, y + r) for x, y in pts]
-    frame = ax.get_window_extent(renderer)
-    legend = ax.get_legend()
-    if legend is not None:
-        lb = legend.get_window_extent(renderer)
-        taken.append((lb.x0, lb.y0, lb.x1, lb.y1))
-    placed = []
-    base = 5.0
-    for xd, yd, text in zip(xs, ys, texts):
-        best = None
-        for dx, dy in _OFFSETS:
-            ha = "left" if dx > 0 else "right" if dx < 0 else "center"
-            va = "bottom" if dy > 0 else "top" if dy < 0 else "center"
-            far = abs(dx) > 1 or abs(dy) > 1
-            ann = ax.annotate(text, (xd, yd), xytext=(dx * base, dy * base),
-                              textcoords="offset points", ha=ha, va=va, fontsize=fontsize,
-                              arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4", "shrinkA": 0,
-                                          "shrinkB": marker_pt / 2} if far else None)
-            ann.update_positions(renderer)
-            bb = Text.get_window_extent(ann, renderer)  # the text alone, not its leader line
-            box = (bb.x0 - 1, bb.y0 - 1, bb.x1 + 1, bb.y1 + 1)
-            cost = sum(_overlap(box, t) for t in taken)
-            outside = (bb.x0 < frame.x0) or (bb.x1 > frame.x1) or (bb.y0 < frame.y0) or (bb.y1 > frame.y1)
-            cost += 1e6 if outside else 0.0
-            if best is None or cost < best[0]:
-                if best is not None:
-                    best[1].remove()
-                best = (cost, ann, box)
-            else:
-                ann.remove()
-            if cost == 0:
-                break
-        placed.append(best[1])
-        taken.append(best[2])
-    return placed
-
-
 def passk_axis_label(res: dict, st: AggregateSettings) -> str:
     """The pass@k axis names the benchmark the passk table measured (its `benchmark` column; the
     configured one when the table has none) and the k the aggregation used."""
@@ -387,21 +243,13 @@ def draw_retention(res: dict, st: AggregateSettings):
             ys.append(y)
             texts.append(", ".join(names) if len(names) <= 2 else
                          f"{len(names)} runs:\n" + "\n".join(", ".join(names[k:k + 3]) for k in range(0, len(names), 3)))
-    _percent_limits(ax, xs, "x")
-    _percent_limits(ax, ys, "y")
+    percent_limits(ax, xs, "x")
+    percent_limits(ax, ys, "y")
     ax.set(xlabel=passk_axis_label(res, st), ylabel="mode retention (%)",
            title=f"Mode retention vs pass@{st.pass_k}")
     ax.legend(fontsize=7, loc="lower left")
     place_labels(ax, xs, ys, texts)
     return fig
-
-
-def _percent_limits(ax, values: list[float], axis: str) -> None:
-    """Limits of a percentage axis around `values`, never past 0 or 100 (points on 100 sit on the frame)."""
-    lo, hi = min(values), max(values)
-    span = max(hi - lo, 20.0)
-    limits = (max(0.0, lo - 0.2 * span), min(100.0, hi + 0.2 * span))
-    (ax.set_xlim if axis == "x" else ax.set_ylim)(*limits)
 
 
 def draw_training_entropy(res: dict, st: AggregateSettings):
@@ -428,11 +276,11 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
             spe[m] = tr["steps_per_epoch"]
         xmax = max([float(x.max()) for x, _ in series.values() if x.size] or [1.0])
         short = all(smoothing_window(len(y), st.smoothing_window) == 1 for _, y in series.values())
-        dodged = _dodged(series, xmax) if short else {m: x for m, (x, _) in series.items()}
+        dodged = dodge_traces(series, xmax) if short else {m: x for m, (x, _) in series.items()}
         for m, (x, y) in series.items():
             w = smoothing_window(len(y), st.smoothing_window)
             windows.add(w)
-            sty = _style(m)
+            sty = style(m)
             if w > 1:   # long traces: thin raw line, thick smoothed line (markers would hide the trace)
                 ax.plot(x, y, color=sty["color"], alpha=0.25, lw=0.6)
                 ax.plot(x, centered_moving_average(y, w), color=sty["color"], ls=sty["ls"], label=method_name(m))
@@ -441,9 +289,9 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
             fd = res.get("failure_detector", {}).get(f"{sc}/{m}", {})
             if fd.get("fired"):
                 ax.axvline(fd["onset_step"] / spe[m], color=sty["color"], ls="--", lw=1)
-        _progress_axis(ax, xmax)   # from 0, as fig_traces (the base policy is step 0; the first logged step is 1)
+        progress_axis(ax, xmax)   # from 0, as fig_traces (the base policy is step 0; the first logged step is 1)
         note = _smoothing_note(windows).replace("dots raw, line", "thin: raw, thick:") \
-            + _dodge_note(series, dodged, inline=True)
+            + dodge_note(series, dodged, inline=True)
         ax.set(title=f"{scale_name(sc)}: training entropy (steps.jsonl)\n({note})", xlabel="normalised progress",
                ylabel="mean token entropy (nats)")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)

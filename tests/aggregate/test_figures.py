@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from aggregate import figures
+from aggregate import figures, figstyle
 from aggregate.io import from_tables
 from aggregate.pipeline import run_aggregation
 from aggregate.settings import AggregateSettings
@@ -134,11 +134,11 @@ def test_retention_labels_cover_no_marker_no_label_and_no_legend():
     legend = _box(ax.get_legend().get_window_extent(renderer))
     for b in boxes:
         assert frame[0] <= b[0] and b[2] <= frame[2] and frame[1] <= b[1] and b[3] <= frame[3]
-        assert all(figures._overlap(b, m) == 0 for m in markers)
-        assert figures._overlap(b, legend) == 0
+        assert all(figstyle._overlap(b, m) == 0 for m in markers)
+        assert figstyle._overlap(b, legend) == 0
     for a, b in itertools.combinations(boxes, 2):
-        assert figures._overlap(a, b) == 0
-    assert figures._overlap((0, 0, 2, 2), (1, 1, 3, 3)) == 1 and figures._overlap((0, 0, 1, 1), (2, 2, 3, 3)) == 0
+        assert figstyle._overlap(a, b) == 0
+    assert figstyle._overlap((0, 0, 2, 2), (1, 1, 3, 3)) == 1 and figstyle._overlap((0, 0, 1, 1), (2, 2, 3, 3)) == 0
     figures._plt().close(fig)
 
 
@@ -150,7 +150,7 @@ def test_series_that_coincide_are_all_visible():
     fig = figures.draw_traces(res, ST)
     lines = {k: v for k, v in _lines(fig.axes[1]).items() if not k.startswith(("Base", "_"))}
     assert len({ln.get_marker() for ln in lines.values()}) == 4
-    assert len({str(figures._style(m)["ls"]) for m in ("grpo", "kl_cov", "archer", "dapo")}) == 4
+    assert len({str(figstyle.style(m)["ls"]) for m in ("grpo", "kl_cov", "archer", "dapo")}) == 4
     for i in (1, 2):   # at both measured points the three coinciding series sit apart
         xs = sorted(lines[m].get_xdata()[i] for m in ("GRPO", "KL-Cov", "Archer"))
         assert xs[0] < xs[1] < xs[2] and xs[2] - xs[0] == pytest.approx(0.06)
@@ -195,7 +195,7 @@ def test_retention_runs_at_one_point_share_a_label_within_0_100_and_an_undefined
            "eval_inventory": {"toy": {"passk": 24}}}
     fig = figures.draw_retention(res, ST)
     ax = fig.axes[0]
-    assert len(ax.texts) == 1 and all(figures.method_label(m) in ax.texts[0].get_text() for m in methods)
+    assert len(ax.texts) == 1 and all(figstyle.method_label(m) in ax.texts[0].get_text() for m in methods)
     for lo, hi in (ax.get_xlim(), ax.get_ylim()):
         assert 0 <= lo < 100 and hi == 100
     assert ax.get_title() == "Mode retention vs pass@4" and "pass@4" in ax.get_xlabel()
