@@ -52,3 +52,10 @@ def test_a_stop_set_the_tokenizer_cannot_honour_is_refused_naming_the_setting(sc
     with pytest.raises(ConfigError, match="data.stop_tokens") as exc:
         get_backend("hf", str(path), stop_tokens=stops)
     assert message in str(exc.value)
+
+
+@pytest.mark.parametrize("value", ["[]", "[1]", '[""]'])
+def test_an_empty_or_non_string_stop_setting_is_refused_in_one_line(value):
+    cfg = load_config("tiny", overrides=[f"data.stop_tokens={value}"])
+    with pytest.raises(ConfigError, match=r"data.stop_tokens = .*non-empty list of special-token strings"):
+        stop_strings(cfg)
