@@ -15,6 +15,8 @@ from typing import Any
 from rcea.jsonl import JsonlError, read_jsonl
 from rcea.paths import mathdata_dir
 
+TURN_END = "<|im_end|>"  # ChatML: every turn of the prompt template ends with this token (Qwen2.5 base's EOS is another)
+
 BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math", "toy")  # toy: rcea/toy.py held-out set
 # Records per shipped benchmark file (mathdata/PROVENANCE.md); `invoke doctor` checks the files against them.
 BENCHMARK_COUNTS = {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40, "minerva_math": 272}

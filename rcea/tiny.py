@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from rcea import layout
+from rcea.data import TURN_END
 from rcea.jsonl import read_jsonl
 from rcea.paths import mathdata_dir
 
@@ -23,7 +24,6 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # ids 0, 1, 2
 # and the padding token, are <|endoftext|>; the ChatML turn ends with <|im_end|>, which is NOT an EOS, so a
 # completion stops there only through the stop set (data.stop_tokens), as at the real scales.
 EOS_TOKEN = "<|endoftext|>"
-TURN_END = "<|im_end|>"
 CONVENTION = "qwen2.5-base"  # part of the build spec: a model built with another convention is rebuilt
 
 

@@ -36,8 +36,7 @@ def warm_start(base_dir: Path, out_dir: Path, cfg, progress: bool = True, stop_a
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rcea import toy
-    from rcea.data import chat_messages
-    from rcea.tiny import TURN_END
+    from rcea.data import TURN_END, chat_messages
 
     from rcea.seeds import limit_cpu_threads
 
