@@ -208,6 +208,24 @@ class Rehearsal:
     results: Path                 # RCEA_RESULTS on the host
     volume: Path                  # a copy of the data volume's infer/3b folder and its models' names
     seconds: float                # wall time of the study
+    killed: dict = field(default_factory=dict)   # the training container killed once (kill_first_training)
+
+
+def kill_first_training(env: dict, project: str, done: threading.Event) -> dict:
+    """`docker kill` (SIGKILL) the study's train container once it has a complete checkpoint: the study's
+    executor must retry the unit, which resumes from that checkpoint. {} if training ended first."""
+    label = f"label=com.docker.compose.project={project}"
+    pattern = "/workspace/data/train/3b/grpo/checkpoints/checkpoint-*/rcea_trainer_state.pt.manifest.json"
+    while not done.is_set():
+        ids = docker("ps", "-q", "--filter", label, "--filter", "label=com.docker.compose.service=train",
+                     env=env, check=False).stdout.split()
+        if ids:
+            found = docker("exec", ids[0], "sh", "-c", f"ls {pattern}", env=env, check=False, timeout=60)
+            if found.returncode == 0 and found.stdout.strip():
+                kill = docker("kill", ids[0], env=env, check=False)
+                return {"container": ids[0], "checkpoints": found.stdout.split(), "rc": kill.returncode}
+        time.sleep(0.5)
+    return {}
 
 
 def docker(*args, env=None, timeout=600, check=True, **kw) -> subprocess.CompletedProcess:
@@ -280,12 +298,17 @@ def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehears
                                  env=study_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         with log_out.open("w") as fo, log_err.open("w") as fe:
             study = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fo, stderr=fe, text=True)
+        trained, killed = threading.Event(), {}
+        killer = threading.Thread(target=lambda: killed.update(kill_first_training(env, project, trained)))
+        killer.start()
         judge_up = judge.communicate(timeout=1800)[0]
         check = docker("compose", "run", "--rm", "--no-deps", "-T", "infer-cli", "python", "-c", ENDPOINT_CHECK,
                        env=study_env, check=False)
         line = [ln for ln in check.stdout.splitlines() if ln.startswith("ENDPOINTS ")]
         endpoints = json.loads(line[0].split(" ", 1)[1]) if line else {"error": judge_up + check.stdout + check.stderr}
         study.wait(timeout=1800)
+        trained.set()
+        killer.join(timeout=120)
         run = subprocess.CompletedProcess(cmd, study.returncode, log_out.read_text(), log_err.read_text())
         took = time.monotonic() - t0
         ids = docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={project}").stdout.split()
@@ -299,4 +322,4 @@ def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehears
     finally:  # nothing of the project stays: containers, network, the data and cache volumes
         watch.kill()
         docker("compose", "--profile", "*", "down", "--volumes", "--remove-orphans", env=env, check=False, timeout=300)
-    return Rehearsal(run, project, containers, events, judge_log, endpoints, results, volume, took)
+    return Rehearsal(run, project, containers, events, judge_log, endpoints, results, volume, took, killed)

@@ -16,7 +16,9 @@ overrides (`--override`, which reach every container through RCEA_OVERRIDES):
 - the LLM judge and codebook (judge.labeller=llm), not the toy world's rules.
 
 The demo's tiny models (session fixture) are copied into the data volume first, as a model cache would be on
-a GPU host; everything else the study makes itself. The run is `studies.rehearsal_study`, started by
+a GPU host; everything else the study makes itself. The training run is a work unit of the study's executor,
+launched as the train container: it is killed (`docker kill`) once it has a complete checkpoint, and the
+executor's retry resumes it from there. The run is `studies.rehearsal_study`, started by
 conftest.py beside the Ray engine's study as soon as the demo is done; the project is removed after it.
 """
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.e2e.studies import Rehearsal
+from tests.e2e.studies import ROOT, Rehearsal
 
 STAGES = ("prepare", "train grpo", "workers", "judge", "modes", "audit sample", "aggregate", "results -> results/3b/")
 WORKERS = [f"infer-worker-{i}" for i in range(8)]
@@ -124,6 +126,15 @@ def check_rehearsal(r: Rehearsal) -> None:
     assert set(answered) <= {"200", "404"} and answered.count("404") <= 1, answered
     assert answered.count("200") == len(cache) + 2
     assert {c["model"] for c in cache} == {SERVED[0]} and all(c["text"] is not None for c in cache)
+    # the training container, killed (SIGKILL) once it had a complete checkpoint: the study's executor retried the
+    # unit (a container killed is transient), which resumed from that checkpoint (its log, on the host) and finished
+    assert r.killed.get("rc") == 0, f"no training container was killed: {r.killed}"
+    assert re.search(r"^\[retry\] train:3b:grpo:\w+: attempt 1 failed \(container killed \(exit 137\)", out, re.M), out
+    log = max((ROOT / "data" / "logs" / "units").glob("train_3b_grpo_*.log"), key=lambda p: p.stat().st_mtime)
+    parts = log.read_text().split("\n=== ")   # per attempt: a header (time, host, pid, attempt), its argv and output
+    retry = max(i for i, part in enumerate(parts) if " attempt 2" in (part.splitlines() or [""])[0])
+    assert "[train] resuming from /workspace/data/train/3b/grpo/checkpoints/checkpoint-" in parts[retry + 1], \
+        parts[retry + 1][-3000:]
     # the judge stage's one line (infer.labels.one_line); a permanent LLM failure would have stopped the study
     assert re.search(r"\[judge\] \d+ accepted: \d+ valid, \d+ invalid, \d+ without a verdict \(llm\)", out)
 
