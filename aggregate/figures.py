@@ -31,7 +31,10 @@ def save(fig, out_dir: Path, stem: str) -> list[str]:
     written = []
     for ext in ("png", "pdf"):
         target = out_dir / f"{stem}.{ext}"
-        atomic_write(target, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight"))
+        # no creation date in the PDF: a rerun on the same tables writes the same bytes
+        meta = {"CreationDate": None} if ext == "pdf" else None
+        atomic_write(target, lambda tmp, ext=ext, meta=meta: fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight",
+                                                                         metadata=meta))
         written.append(target.name)
     _plt().close(fig)
     return written

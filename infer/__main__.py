@@ -30,7 +30,11 @@ def cmd_enqueue(args) -> int:
     from rcea.store import job_complete
 
     cfg = load_config(args.scale, None, args.override)
-    jobs = plan_jobs(cfg, args.scale, args.method, args.what, args.override)  # before the queue: no empty queue
+    try:
+        jobs = plan_jobs(cfg, args.scale, args.method, args.what, args.override)  # before the queue: no empty queue
+    except FileNotFoundError as exc:   # no checkpoint yet, or a finished run that lost one (rcea.store.DamagedRun)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     q = Queue(queue_path(args.scale))
     before = {j["key"]: j for j in q.jobs()}
     counts: dict[str, int] = {}

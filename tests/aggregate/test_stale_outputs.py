@@ -65,3 +65,12 @@ def test_temporary_files_of_a_killed_aggregation_are_removed_and_never_published
     assert published == sum(1 for p in out.rglob("*") if p.is_file()) - len(left)
     _aggregate(tmp_path, tables, capsys)   # the next aggregation clears them
     assert not [p for p in out.rglob("*.tmp")]
+
+
+def test_a_rerun_on_the_same_tables_writes_the_same_figure_bytes(tmp_path, tables, capsys):
+    """PDFs carried their creation time: every rerun changed them (PNG files were already identical)."""
+    out, _ = _aggregate(tmp_path, tables, capsys)
+    first = {p.name: p.read_bytes() for p in (out / "figures").iterdir()}
+    _aggregate(tmp_path, tables, capsys)
+    assert {p.name: p.read_bytes() for p in (out / "figures").iterdir()} == first
+    assert any(name.endswith(".pdf") for name in first)

@@ -63,16 +63,18 @@ def test_an_unfinished_run_skips_an_incomplete_checkpoint_as_before(tmp_path):
     assert [s for s, _ in complete_checkpoints(files.checkpoints)] == [2, 4]
 
 
-def test_infer_plan_refuses_the_damaged_run_in_one_line(tmp_path, monkeypatch, capsys):
+def test_infer_plan_and_enqueue_refuse_the_damaged_run_in_one_line(tmp_path, monkeypatch, capsys):
     from infer.__main__ import main
 
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
     files = _run(tmp_path)
     manifest_path(files.checkpoint(6) / TRAINER_STATE).unlink()
-    assert main(["plan", "--scale", "tiny", "--method", "grpo", "--what", "all"]) != 0
-    out = capsys.readouterr()
-    assert out.out == "" and out.err.count("\n") == 1 and "checkpoint-6 is incomplete" in out.err
+    for cmd in ("plan", "enqueue"):   # the study's local engine enqueues; its Ray engine plans
+        assert main([cmd, "--scale", "tiny", "--method", "grpo", "--what", "all"]) == 2
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.count("\n") == 1 and "checkpoint-6 is incomplete" in out.err
+    assert not (tmp_path / "infer").exists()   # refused before the queue is made
 
 
 def test_train_refuses_the_damaged_run_in_one_line(tmp_path, monkeypatch, capsys):
