@@ -159,7 +159,11 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
                     fh.flush()
                     run_all(c, [argv], out_stream=fh, err_stream=fh)
         except Exception:   # invoke's UnexpectedExit / Exit, an unwritable log: named with the failed units at the end
-            late[unit.key] = f"done, but its next command failed (log: {log})"
+            try:   # the command's own last line (its one-line error) says why
+                why = ": " + [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1].strip()
+            except (OSError, IndexError):
+                why = ""
+            late[unit.key] = f"done, but its next command failed{why} (log: {log})"
         return []
 
     report = execute([u.work for u in stage.units], "local", label=stage.key, parallel={role: stage.parallel},
