@@ -142,7 +142,7 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
     aggregate, results/<scale>/ on the host."""
     n = check_workers(num_workers, choice("scale", scale, SCALES))
     stages = st.study_stages(scale, parse_methods(methods), n)
-    execute = st.executor(engine, scale, parse_methods(methods), address, n)
+    execute = st.executor(engine, scale, parse_methods(methods), address, None if num_workers is None else n)
     share_overrides(c, check_overrides(override, scale))
     st.check_endpoints(scale, dry=is_dry(c))   # the judge and codebook serve their models, or stop before GPU work
     _at(c, scale, "the study", "invoke study --scale tiny")

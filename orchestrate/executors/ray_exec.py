@@ -119,9 +119,11 @@ def check_resources(ray, roles, gpus: bool) -> None:
 
 def run_ray(batches, data_root, ledger, progress, report, log=print, address: str | None = None,
             parallel: dict | None = None, gpus: bool = True, fake_gpus: bool = False, max_retries: int = 3,
-            on_event=None, init_kwargs: dict | None = None, poll_s: float = 0.5, expand=None) -> None:
+            on_event=None, init_kwargs: dict | None = None, poll_s: float = 0.5, expand=None,
+            limit: dict | None = None) -> None:
     """Run `batches` as Ray tasks; `expand(batch)` gives the batches that may start once `batch` is complete
-    (orchestrate.executors.execute's `follow`), submitted at once."""
+    (orchestrate.executors.execute's `follow`), submitted at once. `limit` ({role: n}) caps the batches of a
+    role in flight, whatever the cluster offers (--num-workers: the measurement workers under every engine)."""
     ray = _ray()
     started = connect(address, parallel, gpus, init_kwargs, log)
     try:
@@ -136,18 +138,21 @@ def run_ray(batches, data_root, ledger, progress, report, log=print, address: st
         # One remote function per role (max_calls can only be set when the function is made remote).
         remote = {}
         env = driver_env()
-        pending, attempts = {}, {}
+        pending, attempts, held = {}, {}, []   # held: batches waiting for their role's limit
 
         def submit(batch) -> None:
             role = batch[0].role
+            if role in (limit or {}) and sum(b[0].role == role for b in pending.values()) >= limit[role]:
+                held.append(batch)
+                return
             if role not in remote:   # one remote function per role (max_calls is set when it is made remote)
                 remote[role] = ray.remote(**task_options(role, gpus, fake_gpus, max_retries))(_batch_task)
             pending[remote[role].remote(batch, str(data_root), env, events)] = batch
 
         for batch in batches:
             submit(batch)
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=poll_s)
+        while pending or held:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=poll_s) if pending else ([], [])
             for item in ray.get(events.drain.remote()):
                 _started(item, attempts, ledger, progress, report, log, on_event)
             for ref in ready:
@@ -155,6 +160,10 @@ def run_ray(batches, data_root, ledger, progress, report, log=print, address: st
                 if _collect(ray, ref, batch, attempts, ledger, progress, report, log) and expand is not None:
                     for new in expand(batch):   # e.g. a finished run's measurements, while others still train
                         submit(new)
+            if held:   # freed slots take the held batches in order (submit holds again what does not fit)
+                waiting, held[:] = list(held), []
+                for batch in waiting:
+                    submit(batch)
     finally:
         if started:
             ray.shutdown()

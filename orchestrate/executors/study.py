@@ -21,8 +21,8 @@ from rcea.launch import launch
 
 
 class RayStage:
-    """`num_workers`: measurement units side by side on a local Ray (None: the scale's `workers`), as the
-    local engine's worker processes; on a cluster its nodes' `infer` slots decide."""
+    """`num_workers`: measurement units side by side (None: the scale's `workers` on a local Ray, and on a
+    cluster as many as its nodes' `infer` slots take), as the local engine's worker processes."""
 
     def __init__(self, scale: str, methods, address: str | None = None, local=None, log=print,
                  num_workers: int | None = None):
@@ -30,6 +30,7 @@ class RayStage:
         self.launch = launch(scale)
         self.gpus = self.launch.gpus
         self.num_workers = self.launch.workers if num_workers is None else num_workers
+        self.cap = num_workers   # given: also a cap on a cluster
 
     def __call__(self, c, stage, log_dir) -> None:
         if stage.key not in ("train", "workers"):
@@ -77,6 +78,8 @@ class RayStage:
         opts = {"address": self.address, "gpus": self.gpus}
         if not self.address:   # a local Ray: the scale's training slots and the measurement workers
             opts["parallel"] = {"train": self.launch.train_slots(), "infer": self.num_workers}
+        if self.cap is not None:
+            opts["limit"] = {"infer": self.cap}
         report = execute(units, "ray", log=self.log, label=stage, follow=follow, **opts)
         if report.failed:
             lines = "\n".join(f"  {k}: {v}" for k, v in sorted(report.failed.items()))

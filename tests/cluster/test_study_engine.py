@@ -187,3 +187,26 @@ def test_3b_training_runs_as_container_units_on_several_gpus(tmp_path, monkeypat
     assert min(r["start"] for r in enqueued.values()) < last_end   # the first finished run's, while others train
     logs = sorted(p.name for p in (tmp_path / "data" / "logs" / "units").glob("*.log"))
     assert len(logs) == 4 and all(name.startswith("train_3b_") for name in logs)
+
+
+def test_num_workers_caps_the_measurements_in_flight_on_a_ray_cluster(ray_local, tmp_path):
+    """--num-workers on a cluster (a Ray with 8 `infer` slots here): at most that many measurement batches
+    run at once (it was ignored under --engine ray); the rest wait for a freed slot and all complete."""
+    from orchestrate.executors import execute
+    from orchestrate.ops import study as st
+    from tests.cluster.standin import StandIn
+
+    assert st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379", 2).cap == 2
+    assert st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379").cap is None   # not given: the cluster decides
+    in_flight = []
+
+    def count(_event) -> None:   # at each start: units started (their marks) minus units finished (their outputs)
+        started = len(list((tmp_path / "seen").glob("*")))
+        finished = len(list((tmp_path / "standin").glob("*.txt")))
+        in_flight.append(started - finished)
+
+    units = [StandIn(f"m{i}", seconds=0.4) for i in range(5)]
+    report = execute(units, "ray", data_root=tmp_path, ledger_path=tmp_path / "ledger.sqlite", fake_gpus=True,
+                     limit={"infer": 1}, on_event=count)
+    assert sorted(report.done) == sorted(u.key for u in units) and not report.failed
+    assert len(in_flight) == 5 and max(in_flight) == 1   # one at a time (two CPUs here would run two)
