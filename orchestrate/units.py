@@ -38,6 +38,7 @@ SLOTS = {"cpu": {"train": 2, "infer": 1}, "gpu": {"train": 1, "infer": 8}}
 # Exit statuses of `docker compose run` when its container was killed (SIGKILL: `docker kill`, the OOM killer;
 # SIGTERM): a retry may cure them, as a killed local process.
 CONTAINER_KILLED = (137, 143)
+PARTS_KEPT = "measurements"   # in a set-aside run folder: the table parts of its checkpoints (TrainUnit.set_aside)
 
 
 def digest(spec) -> str:
@@ -116,8 +117,9 @@ class TrainUnit:
 
     def set_aside(self, data_root) -> Path | None:
         """Before the run: a run folder holding a run of other settings is moved out of the way (kept under
-        `layout.superseded_run_dir` by its hash, never deleted), and one kept earlier under this unit's hash is
-        moved back (then it resumes or is reused), so the unit trains its own settings, never another's.
+        `layout.superseded_run_dir` by its hash, never deleted), with the measurement parts of its checkpoints,
+        and one kept earlier under this unit's hash is moved back with its parts (then it resumes or is reused),
+        so the unit trains its own settings, never another's, and no other run's parts stay among the tables.
         Returns where the other run went (None: nothing moved)."""
         out = self.output(data_root)
         resolved = layout.RunFolder(out).config / "resolved.json"
@@ -142,8 +144,18 @@ class TrainUnit:
                 out.rename(kept)
         except FolderBusy as exc:
             raise OSError(f"{exc}; wait until it has finished (or stop it), then rerun") from None
+        tables, parts = layout.tables_dir(self.scale, data_root), kept / PARTS_KEPT
+        if self.seed is None:   # the study measures the default run folders only
+            for part in sorted(tables.glob(f"*/*-{name}-*.parquet*")):
+                if part.name.split(".parquet")[0].rsplit("-", 2)[1] == name:   # <kind>-<method>-<step>
+                    (parts / part.parent.name).mkdir(parents=True, exist_ok=True)
+                    part.rename(parts / part.parent.name / part.name)
         if mine.exists():
             mine.rename(out)
+            for part in sorted((out / PARTS_KEPT).glob("*/*")):
+                (tables / part.parent.name).mkdir(parents=True, exist_ok=True)
+                part.rename(tables / part.parent.name / part.name)
+            shutil.rmtree(out / PARTS_KEPT, ignore_errors=True)
         return kept
 
     def args(self, data_root) -> list[str]:

@@ -112,17 +112,28 @@ def test_a_run_of_other_settings_is_another_unit_and_is_set_aside_not_reused(tmp
     assert quick.config_hash == load_config("tiny", "grpo").hash("train")   # what `python -m train` stores
     out = fake_run(quick, tmp_path, quick.config_hash)
     assert quick.done(tmp_path)
+    parts = {name: layout.table_part("tiny", "probe", name, tmp_path) for name in ("probe-grpo-4", "probe-ep_grpo-4",
+                                                                                    "probe-base-0")}
+    for part in parts.values():   # the quick run's measurement, another run's, the base policy's
+        part.parent.mkdir(parents=True, exist_ok=True)
+        part.write_bytes(b"x")
+        write_manifest(part)
     monkeypatch.setenv("RCEA_OVERRIDES", "")
     full = TrainUnit("grpo", "tiny")
     assert full.key != quick.key and not full.done(tmp_path)
-    assert full.set_aside(tmp_path) == layout.superseded_run_dir("tiny", "grpo", quick.config_hash, tmp_path)
+    kept = full.set_aside(tmp_path)
+    assert kept == layout.superseded_run_dir("tiny", "grpo", quick.config_hash, tmp_path)
     assert not out.exists()   # the full run trains into an empty folder
+    assert not parts["probe-grpo-4"].exists() and parts["probe-ep_grpo-4"].exists() and parts["probe-base-0"].exists()
+    assert sorted(p.name for p in (kept / "measurements" / "probe").iterdir()) == [
+        "probe-grpo-4.parquet", "probe-grpo-4.parquet.manifest.json"]   # its parts went with the run
     fake_run(full, tmp_path, full.config_hash)
     assert full.done(tmp_path) and full.set_aside(tmp_path) is None   # its own settings: left alone
     monkeypatch.setenv("RCEA_OVERRIDES", "train.max_steps=4;train.save_steps=2")
     again = TrainUnit("grpo", "tiny")
     assert again.set_aside(tmp_path) == layout.superseded_run_dir("tiny", "grpo", full.config_hash, tmp_path)
     assert again.done(tmp_path)   # the quick run came back, complete: reused, not retrained
+    assert parts["probe-grpo-4"].exists() and not (out / "measurements").exists()   # with its parts
 
 
 def test_a_container_unit_is_pinned_by_compose_and_never_judged_from_the_host(tmp_path):
