@@ -107,7 +107,7 @@ def cmd_worker(args) -> int:
     if args.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)   # before torch is imported
     from infer.jobs import run_job
-    from infer.queue import Queue
+    from infer.queue import Queue, QueueDamaged
     from infer.worker import Context, run_worker
     from rcea.layout import queue_path
     from rcea.seeds import limit_cpu_threads
@@ -126,6 +126,11 @@ def cmd_worker(args) -> int:
     except sqlite3.OperationalError as exc:  # e.g. "database or disk is full": the real error, in one line
         print(f"error: the job queue {q.path} cannot be written: {exc}. Free disk space there (df -h) and start "
               "the workers again: finished jobs stay done, the interrupted one is redone.", file=sys.stderr)
+        for other in others:
+            other.wait()
+        return 1
+    except QueueDamaged as exc:   # damaged while the workers ran (one opened after the damage rebuilds it)
+        print(f"error: {exc}", file=sys.stderr)
         for other in others:
             other.wait()
         return 1

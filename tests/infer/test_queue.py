@@ -293,3 +293,21 @@ def test_damage_found_while_in_use_names_the_file_and_the_fix(tmp_path):
         fh.write(b"\xff" * 100)
     with pytest.raises(QueueDamaged, match=r"queue\.sqlite is damaged .*remove it .*rerun the same command"):
         q.claim("w")
+
+
+def test_the_worker_command_says_a_queue_damaged_while_it_ran_in_one_line(tmp_path, monkeypatch, capsys):
+    import infer.worker
+    from infer.__main__ import main
+    from infer.queue import QueueDamaged
+    from rcea.layout import queue_path
+
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    Queue(queue_path("tiny", tmp_path)).enqueue("a", "greedy", {})
+
+    def damaged(q, *args, **kwargs):
+        raise QueueDamaged(q.path, "file is not a database")
+
+    monkeypatch.setattr(infer.worker, "run_worker", damaged)
+    assert main(["worker", "--scale", "tiny", "--until-empty"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "queue.sqlite is damaged (file is not a database)" in err
