@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from rcea.layout import part_name
+from rcea.store import job_complete
 
 from infer import kinds
 from infer.kinds.common import JobInputError, adapter_path, check_answer, derive_seed, encode, job_config
@@ -18,7 +19,7 @@ from infer.kinds.covariance import covariance_questions, run_covariance
 from infer.kinds.greedy import run_greedy
 from infer.kinds.passk import run_passk
 from infer.kinds.probe import run_probe
-from infer.tables import clear_stale, part_path, parts_complete, write_parts
+from infer.tables import clear_stale, part_path, write_parts
 
 Progress = Callable[[str, int, int], None]
 # The registry's tables and runners by kind name, for callers that look them up here.
@@ -36,7 +37,7 @@ def run_job(payload: dict, ctx, progress: Progress) -> dict:
         raise JobInputError(f"this {kind.name} job was planned to write {payload['tables']}, but the kind now "
                             f"writes {list(kind.tables)}; re-enqueue it (python -m infer enqueue ... --retry-failed)")
     part = part_name(payload)
-    if parts_complete(scale, part, kind.tables):
+    if job_complete(kind.name, {**payload, "tables": list(kind.tables)}):   # complete, under this job's settings
         return {"skipped": "outputs already complete"}
     for t in kind.tables:
         clear_stale(part_path(scale, t, part))
