@@ -1,0 +1,232 @@
+"""Measure a run this harness did not train (docs/outside-runs.md): find its checkpoints, check them against the
+base model, bring them into the store as run `<name>`, and queue the measurement jobs of the study's kinds.
+
+Accepted layouts (TRL, verl's Hugging Face export, OpenRLHF), anywhere below the folder given:
+  * a PEFT adapter folder (adapter_config.json + adapter_model.*): measured as LoRA adapters over the base;
+  * a full model folder (config.json + *.safetensors / *.bin): checked and listed, not measured (the
+    measurement engines load adapters over the base; merge-free adapters are what they measure);
+with the step in the folder's name or an ancestor's below the given folder (checkpoint-<N>, global_step_<N>,
+global_step<N>, step<N>, step_<N>), else `global_step` of the folder's trainer_state.json.
+
+Every checkpoint is checked before anything is written or queued: a full model's config (model_type,
+architectures, vocab_size, hidden_size, num_hidden_layers) must equal the base's, and an adapter's LoRA weights
+must fit the base's shapes and layer count. A mismatch ends in one line naming the checkpoint and the fix.
+
+Imported checkpoints live under train/<scale>/<name>/checkpoints/checkpoint-<N>/ (adapter files copied; the
+completion manifest says where they came from). A steps.jsonl in the folder (train/callback.py RCEACallback)
+is copied beside them: the aggregation's training-entropy trace and failure-window shares read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+STEP_NAME = re.compile(r"(?:checkpoint|global_step|step)[-_]?(\d+)")
+CONFIG_KEYS = ("model_type", "architectures", "vocab_size", "hidden_size", "num_hidden_layers")
+
+
+class OutsideRunError(ValueError):
+    """A folder that cannot be measured as an outside run; the message is one line naming the fix."""
+
+
+@dataclass(frozen=True)
+class Found:
+    path: Path
+    step: int
+    form: str          # "adapter" or "full"
+    step_from: str     # "name" or "trainer_state.json"
+
+
+def _weights(d: Path) -> list[Path]:
+    return sorted([*d.glob("*.safetensors"), *d.glob("*.bin")])
+
+
+def _step(d: Path, top: Path) -> tuple[int, str] | None:
+    for part in [d, *d.parents]:
+        if part == top.parent:
+            break
+        m = STEP_NAME.fullmatch(part.name)
+        if m:
+            return int(m.group(1)), "name"
+    state = d / "trainer_state.json"
+    if state.exists():
+        try:
+            return int(json.loads(state.read_text())["global_step"]), "trainer_state.json"
+        except (ValueError, KeyError, TypeError):
+            pass
+    return None
+
+
+def find_checkpoints(folder: str | Path) -> list[Found]:
+    """Every adapter or full model folder below `folder` (itself included), by step."""
+    top = Path(folder).resolve()
+    if not top.is_dir():
+        raise OutsideRunError(f"{folder}: not a folder; give the folder holding the run's checkpoints")
+    found, seen = [], {}
+    for d in sorted([top, *(p for p in top.rglob("*") if p.is_dir())]):
+        if (d / "adapter_config.json").exists() and any(d.glob("adapter_model.*")):
+            form = "adapter"
+        elif (d / "config.json").exists() and _weights(d):
+            form = "full"
+        else:
+            continue
+        step = _step(d, top)
+        if step is None:
+            raise OutsideRunError(f"{d}: no step in its name (checkpoint-<N>, global_step_<N>, step<N>) or in a "
+                                  "trainer_state.json; rename the folder checkpoint-<N>")
+        if step[0] in seen:
+            raise OutsideRunError(f"{d}: step {step[0]} again (also {seen[step[0]]}); keep one checkpoint per step")
+        seen[step[0]] = d
+        found.append(Found(d, step[0], form, step[1]))
+    if not found:
+        raise OutsideRunError(f"{folder}: no checkpoint found (a PEFT adapter folder with adapter_config.json, or a "
+                              "model folder with config.json and weights); point at the run's output folder")
+    return sorted(found, key=lambda f: f.step)
+
+
+def _config(d: Path) -> dict:
+    cfg = json.loads((d / "config.json").read_text())
+    return {k: cfg.get(k) for k in CONFIG_KEYS}
+
+
+def _adapter_mismatch(d: Path, base: dict, full: dict) -> str:
+    """Why a PEFT adapter does not fit the base ('' when it does): its LoRA weights' shapes and layer indices."""
+    from safetensors import safe_open
+
+    files = sorted(d.glob("adapter_model.safetensors"))
+    if not files:
+        return ""   # a .bin adapter: its shapes are checked when the engine loads it
+    dims = {full.get(k) for k in ("hidden_size", "intermediate_size")} - {None}
+    heads, kv = full.get("num_attention_heads"), full.get("num_key_value_heads")
+    head_dim = full.get("head_dim") or (full["hidden_size"] // heads if heads else None)
+    if head_dim:
+        dims |= {head_dim * heads, head_dim * (kv or heads)}
+    layers = base["num_hidden_layers"]
+    with safe_open(str(files[0]), framework="np") as fh:
+        for key in fh.keys():
+            m = re.search(r"layers\.(\d+)\.", key)
+            if m and layers is not None and int(m.group(1)) >= layers:
+                return f"has layer {m.group(1)} but the base has {layers} layers"
+            shape = fh.get_slice(key).get_shape()
+            if "lora_A" in key and shape[-1] not in dims:
+                return f"{key} takes inputs of width {shape[-1]}, which no layer of the base has"
+            if "lora_B" in key and shape[0] not in dims:
+                return f"{key} gives outputs of width {shape[0]}, which no layer of the base has"
+    return ""
+
+
+def check_against_base(found: list[Found], base_dir: str | Path) -> None:
+    """One clear line (OutsideRunError) for the first checkpoint of another architecture or vocabulary."""
+    base_dir = Path(base_dir)
+    if not (base_dir / "config.json").exists():
+        raise OutsideRunError(f"{base_dir}: no config.json; --base must be the base model's folder")
+    full = json.loads((base_dir / "config.json").read_text())
+    base = {k: full.get(k) for k in CONFIG_KEYS}
+    for f in found:
+        if f.form == "full":
+            theirs = _config(f.path)
+            diff = [f"{k} {theirs[k]!r} vs {base[k]!r}" for k in CONFIG_KEYS if theirs[k] != base[k]]
+            why = "; ".join(diff)
+        else:
+            why = _adapter_mismatch(f.path, base, full)
+        if why:
+            raise OutsideRunError(f"checkpoint {f.path} (step {f.step}) is not of the base model {base_dir}: {why}; "
+                                  "pass the --base this run was trained from, or drop that checkpoint")
+
+
+def table(found: list[Found]) -> str:
+    lines = [f"{'step':>8}  {'form':8} {'step from':20} folder"]
+    lines += [f"{f.step:>8}  {f.form:8} {f.step_from:20} {f.path}" for f in found]
+    return "\n".join(lines)
+
+
+def import_run(found: list[Found], source: Path, scale: str, name: str, root=None) -> Path:
+    """Copy the adapters into the store as run `name` (idempotent: a complete checkpoint is kept) and the run's
+    steps.jsonl beside them; returns the run folder."""
+    from rcea import layout
+    from rcea.store import atomic_write_text, checkpoint_complete, write_manifest
+
+    run = layout.RunFolder(layout.run_dir(scale, name, root))
+    for f in found:
+        if f.form != "adapter":
+            continue
+        dst = run.checkpoint(f.step)
+        if checkpoint_complete(dst):
+            continue
+        dst.mkdir(parents=True, exist_ok=True)
+        for p in f.path.iterdir():
+            if p.is_file() and (p.name.startswith("adapter_") or p.name == "trainer_state.json"):
+                shutil.copy2(p, dst / p.name)
+        marker = dst / layout.TRAINER_STATE
+        atomic_write_text(marker, "imported from an outside run: no trainer state\n")
+        write_manifest(marker, step=f.step, imported_from=str(f.path))
+    logs = sorted(source.rglob("steps.jsonl"))
+    if logs:
+        atomic_write_text(run.steps_log, logs[0].read_text())
+    return run.path
+
+
+def enqueue(scale: str, name: str, overrides: list[str]) -> list[dict]:
+    """The study's jobs of the imported run (infer.plan.plan_jobs), queued like `python -m infer enqueue`."""
+    from rcea.config import load_config
+    from rcea.layout import queue_path
+    from rcea.paths import data_dir
+    from rcea.store import job_complete
+
+    from infer.plan import plan_jobs
+    from infer.queue import Queue
+
+    cfg = load_config(scale, None, overrides)
+    jobs = plan_jobs(cfg, scale, name, "all", overrides)
+    q = Queue(queue_path(scale))
+    for job in jobs:
+        q.enqueue(job["key"], job["kind"], job["payload"], job["cost"],
+                  complete=job_complete(job["kind"], job["payload"], data_dir()))
+    return jobs
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rcea.config import BASE_METHOD, METHODS, SCALES
+
+    ap = argparse.ArgumentParser(prog="python -m infer.outside", description=__doc__.splitlines()[0])
+    ap.add_argument("folder", help="the outside run's output folder")
+    ap.add_argument("--base", required=True, help="the base model's folder the run was trained from")
+    ap.add_argument("--name", required=True, help="the run's label in the store and the report")
+    ap.add_argument("--scale", default="tiny", choices=SCALES)
+    ap.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    ap.add_argument("--check-only", action="store_true", help="find and check the checkpoints; queue nothing")
+    args = ap.parse_args(argv)
+    try:
+        if args.name in (*METHODS, BASE_METHOD) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):
+            raise OutsideRunError(f"--name {args.name!r}: use a label of letters, digits, '-', '_' or '.' that is "
+                                  f"not one of the study's methods ({', '.join((*METHODS, BASE_METHOD))})")
+        found = find_checkpoints(args.folder)
+        check_against_base(found, args.base)
+    except OutsideRunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(table(found))
+    full = [f.step for f in found if f.form == "full"]
+    if full:
+        print(f"full model folders (steps {full}) checked, not measured: the engines measure adapters over the base")
+    if args.check_only:
+        return 0
+    run = import_run(found, Path(args.folder), args.scale, args.name)
+    print(f"imported as {run}" + ("" if (run / "steps.jsonl").exists() else
+                                  " (no steps.jsonl: no training-entropy trace or failure-window shares)"))
+    if not any(f.form == "adapter" for f in found):
+        print("no adapter checkpoints: nothing to measure")
+        return 0
+    jobs = enqueue(args.scale, args.name, args.override)
+    print(f"queued {len(jobs)} jobs of run {args.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
