@@ -22,6 +22,7 @@ from orchestrate.ops import doctor as doc
 from orchestrate.ops import images
 from orchestrate.ops import lockfiles as lk
 from orchestrate.ops import study as st
+from orchestrate.ops import outside as ot
 from orchestrate.ops.commands import (
     AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command, audit_serve_command,
     check_overrides, check_workers, choice, codebook_commands, data_root, enqueue_command, judge_commands,
@@ -237,3 +238,10 @@ def doctor(c, strict=False, num_workers=None, min_disk_gb=100, ray_address="", s
 
     Exit status: 1 if a check fails; missing Docker/GPU/endpoints are warnings (tiny still runs) unless --strict."""
     doc.run_doctor(check_workers(num_workers), strict, min_disk_gb, ray_address or None, choice("scale", scale, SCALES))
+
+
+@task(iterable=["override"], help={"path": "the outside run's checkpoint folder", "base": "its base model folder",
+                                   "name": "its label in the report", "scale": H_SCALE, "override": "key=value"})
+def measure_run(c, path, base, name="outside", scale="tiny", override=None):
+    """Measure a run this harness did not train, then aggregate (docs/outside-runs.md)."""
+    run_all(c, ot.measure_run_commands(choice("scale", scale, SCALES), path, base, name, check_overrides(override, scale)))

@@ -14,7 +14,9 @@ must fit the base's shapes and layer count. A mismatch ends in one line naming t
 
 Imported checkpoints live under train/<scale>/<name>/checkpoints/checkpoint-<N>/ (adapter files copied; the
 completion manifest says where they came from). A steps.jsonl in the folder (train/callback.py RCEACallback)
-is copied beside them: the aggregation's training-entropy trace and failure-window shares read it.
+is copied beside them: the aggregation's training-entropy trace and failure-window shares read it. A checkpoint
+without a trainer_state.json gets one whose max_steps is the newest step found: the milestones (25/50/75/100%)
+are then fractions of the checkpoints the folder holds.
 """
 
 from __future__ import annotations
@@ -153,6 +155,7 @@ def import_run(found: list[Found], source: Path, scale: str, name: str, root=Non
     from rcea.store import atomic_write_text, checkpoint_complete, write_manifest
 
     run = layout.RunFolder(layout.run_dir(scale, name, root))
+    last = max(f.step for f in found)
     for f in found:
         if f.form != "adapter":
             continue
@@ -163,6 +166,8 @@ def import_run(found: list[Found], source: Path, scale: str, name: str, root=Non
         for p in f.path.iterdir():
             if p.is_file() and (p.name.startswith("adapter_") or p.name == "trainer_state.json"):
                 shutil.copy2(p, dst / p.name)
+        if not (dst / "trainer_state.json").exists():   # the run's length (milestones): its newest checkpoint
+            atomic_write_text(dst / "trainer_state.json", json.dumps({"global_step": f.step, "max_steps": last}))
         marker = dst / layout.TRAINER_STATE
         atomic_write_text(marker, "imported from an outside run: no trainer state\n")
         write_manifest(marker, step=f.step, imported_from=str(f.path))
