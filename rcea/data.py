@@ -17,7 +17,7 @@ from rcea.paths import mathdata_dir
 
 TURN_END = "<|im_end|>"  # ChatML: every turn of the prompt template ends with this token (Qwen2.5 base's EOS is another)
 
-BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math", "toy")  # toy: rcea/toy.py held-out set
+BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math", "toy", "toy_wide")  # rcea/toy.py: held-out set, wide slice
 # Records per shipped benchmark file (mathdata/PROVENANCE.md); `invoke doctor` checks the files against them.
 BENCHMARK_COUNTS = {"math500": 500, "aime24": 30, "aime25": 30, "amc23": 40, "minerva_math": 272}
 FROZEN = Path(__file__).resolve().parent / "frozen"
@@ -66,6 +66,9 @@ def _benchmark_rows(name: str) -> tuple[dict, ...]:
     if name == "toy":
         from rcea import toy
         return tuple(toy.questions("test", toy.HELDOUT))
+    if name == "toy_wide":
+        from rcea import toy
+        return tuple(toy.wide_questions(toy.HELDOUT // 2))
     ds = _load_json_files([benchmark_path(name)])
     return tuple({"id": r["id"], "problem": r["problem"], "answer": r["answer"], "benchmark": name} for r in ds)
 

@@ -70,3 +70,53 @@ def test_long_garbage_is_bounded():
     text = "1+1=2. " * 100000 + "\\boxed{2}"
     assert toy.process_valid("Compute 1+1.", text)  # only the first 2000 characters are read
     assert toy.mode("Compute 1+1.", "x" * 10**6) == "other"
+
+
+def test_the_wide_slice_is_held_out_from_training_and_wider():
+    """pass@k's toy set (`toy_wide`): every question is either a held-out one (never trained on) or has an
+    operand beyond the training bounds (no training question has it); seeded; its own ids."""
+    heldout = {q["problem"] for q in toy.questions("test", toy.HELDOUT)}
+    train = {q["problem"] for q in toy.questions("train", 3000)}
+    wide = toy.wide_questions(200)
+    assert wide == toy.wide_questions(200) and len({q["problem"] for q in wide}) == 200
+    assert not {q["problem"] for q in wide} & train
+    beyond = 0
+    for q in wide:
+        ops = toy.operands_of(q["problem"])
+        assert q["answer"] == str(sum(ops)) and q["benchmark"] == "toy_wide" and q["id"].startswith("toy_wide-")
+        outside = max(ops) > (toy.TWO_MAX if len(ops) == 2 else toy.THREE_MAX)
+        assert outside or q["problem"] in heldout
+        assert max(ops) <= (toy.WIDE_TWO_MAX if len(ops) == 2 else toy.WIDE_THREE_MAX)
+        beyond += outside
+    assert 0.15 < beyond / len(wide) < 0.4  # about 1 - 0.6 (49/55)^2 - 0.4 (19/21)^3 = 0.23 beyond the bounds
+
+
+def _warm_pass_at_n(benchmark: str, cfg) -> float:
+    """The share of questions with a verified success among `passk.n` seeded samples of the shipped warm start,
+    sampled as infer/kinds/passk.py samples them (same seeds, prompt, budget, temperature, top-p, stop set)."""
+    from infer.backends import SamplingSpec
+    from infer.backends.hf import HFBackend
+    from infer.kinds.common import check_answer, encode
+    from rcea import warmstart
+    from rcea.data import benchmark_questions, stop_strings
+
+    gen = HFBackend(str(warmstart.SHIPPED_DIR), stop_tokens=stop_strings(cfg))
+    n, base = cfg["passk.n"], cfg["passk.seed_base"]
+    spec = SamplingSpec(cfg["passk.max_new_tokens"], temperature=cfg["passk.temperature"], top_p=cfg["passk.top_p"])
+    hits = 0
+    for q in benchmark_questions(benchmark, cfg["passk.questions"]):
+        outs = gen.generate([encode(gen.tokenizer, q["problem"], cfg)] * n, spec, seeds=[base + j for j in range(n)])
+        hits += any(check_answer(gen.tokenizer.decode(o.token_ids, skip_special_tokens=True), q["answer"]).correct
+                    for o in outs)
+    return hits / cfg["passk.questions"]
+
+
+def test_the_demo_pass_at_k_set_leaves_the_warm_start_room_both_ways():
+    """The tiny scale's pass@k set: the shipped warm start's pass@8 sits inside 70-90% (measured 81.2% on its 32
+    questions), so trained objectives can widen or narrow coverage; on the held-out `toy` set it is at ceiling."""
+    from rcea.config import load_config
+
+    cfg = load_config("tiny")
+    assert cfg["passk.benchmark"] == "toy_wide"
+    assert 0.70 <= _warm_pass_at_n("toy_wide", cfg) <= 0.90
+    assert _warm_pass_at_n("toy", cfg) == 1.0  # the old set: no room to gain
