@@ -1,8 +1,9 @@
 """`invoke measure-run`: measure a run this harness did not train (infer/outside.py, docs/outside-runs.md).
 
-Three steps, each a role process: check and import the run's checkpoints and queue its jobs (the inference
-role, `python -m infer.outside`), run the workers until the queue is empty, aggregate the scale's tables (the
-outside run appears as its own rows, an extension run pooled into none of the paper's fits).
+Each step a role process: check and import the run's checkpoints and queue its jobs (the inference role,
+`python -m infer.outside`), run the workers until the queue is empty, label validity and modes (the judge and
+the codebook, as `invoke judge` / `invoke codebook`), aggregate the scale's tables (the outside run appears as its
+own rows, an extension run pooled into none of the paper's fits).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from rcea.launch import launch
-from orchestrate.ops.commands import aggregate_command, compose, workers_command
+from orchestrate.ops.commands import aggregate_command, codebook_commands, compose, judge_commands, workers_command
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -36,5 +37,5 @@ def measure_run_commands(scale: str, folder: str, base: str, name: str, override
         raise Exit(f"--base {base!r} is not a folder; give the base model's folder the run was trained from", code=2)
     if not NAME.fullmatch(name or ""):
         raise Exit(f"--name {name!r}: use a label of letters, digits, '-', '_' or '.'", code=2)
-    return [outside_command(scale, folder, base, name, overrides),
-            workers_command(scale, num_workers, detach=False), aggregate_command(scale)]
+    return [outside_command(scale, folder, base, name, overrides), workers_command(scale, num_workers, detach=False),
+            *judge_commands(scale), *codebook_commands(scale), aggregate_command(scale)]
