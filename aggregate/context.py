@@ -30,6 +30,7 @@ class Context:
     accepted_set: dict | None = None  # the judge's accepted-set precision per annotator (annotation import)
     codebook: dict | None = None  # counts of the mode labelling (semantic/codebook/assignments.parquet)
     notes: list[str] = field(default_factory=list)
+    unlogged: list[str] = field(default_factory=list)  # "<scale>/<run>" with checkpoints but no steps.jsonl
 
 
 def _json(path: Path) -> dict | None:
@@ -69,6 +70,8 @@ def load_context(tables: Path) -> Context:
                                                           drop_partial_tail=True)
             except JsonlError as exc:
                 ctx.notes.append(f"training log not read: {exc}")
+        elif (run / "checkpoints").is_dir():   # e.g. an outside run imported without a log (infer/outside.py)
+            ctx.unlogged.append(f"{scale}/{run.name}")
         m = _json(run / "summary.json.manifest.json")
         if m:
             ctx.manifests.append({"role": "training", **m})
@@ -184,6 +187,9 @@ def summarise(ctx: Context, res: dict, settings, steps_per_epoch) -> None:
     if not traces:
         res["unavailable"]["training_traces"] = "no training log (steps.jsonl) beside the tables: no training-" \
                                                 "entropy trace (Figures 1, 3) or failure-window statistics"
+    for run in ctx.unlogged:
+        res["unavailable"][f"training_traces {run}"] = "no training log (steps.jsonl) in its run folder: no " \
+            "training-entropy trace or failure-window statistics for it (train/callback.py writes one for a TRL run)"
     res["judge_calibration"] = ctx.judge_calibration
     res["audit"] = ctx.audit
     res["accepted_set"] = ctx.accepted_set
