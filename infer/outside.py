@@ -10,7 +10,8 @@ global_step<N>, step<N>, step_<N>), else `global_step` of the folder's trainer_s
 
 Every checkpoint is checked before anything is written or queued: a full model's config (model_type,
 architectures, vocab_size, hidden_size, num_hidden_layers) must equal the base's, and an adapter's LoRA weights
-must fit the base's shapes and layer count. A mismatch ends in one line naming the checkpoint and the fix.
+must fit the base's shapes, layer count and vocabulary; a tokenizer.json saved with a checkpoint must equal the
+base's. A mismatch ends in one line naming the checkpoint and the fix.
 
 Imported checkpoints live under train/<scale>/<name>/checkpoints/checkpoint-<N>/ (adapter files copied; the
 completion manifest says where they came from). A steps.jsonl in the folder (train/callback.py RCEACallback)
@@ -116,11 +117,31 @@ def _adapter_mismatch(d: Path, base: dict, full: dict) -> str:
             if m and layers is not None and int(m.group(1)) >= layers:
                 return f"has layer {m.group(1)} but the base has {layers} layers"
             shape = fh.get_slice(key).get_shape()
+            if key.endswith(("embed_tokens.weight", "lm_head.weight")) and shape[0] != base["vocab_size"]:
+                return f"{key} has {shape[0]} token rows but the base's vocabulary has {base['vocab_size']}"
             if "lora_A" in key and shape[-1] not in dims:
                 return f"{key} takes inputs of width {shape[-1]}, which no layer of the base has"
             if "lora_B" in key and shape[0] not in dims:
                 return f"{key} gives outputs of width {shape[0]}, which no layer of the base has"
     return ""
+
+
+def _vocab(d: Path) -> dict | None:
+    try:
+        tok = json.loads((d / "tokenizer.json").read_text())
+    except (OSError, ValueError):
+        return None
+    vocab = dict(tok.get("model", {}).get("vocab") or {})
+    vocab.update({t["content"]: t["id"] for t in tok.get("added_tokens", []) if "content" in t and "id" in t})
+    return vocab
+
+
+def _tokenizer_mismatch(d: Path, base_dir: Path) -> str:
+    """Why a checkpoint's saved tokenizer is not the base's ('' when equal, or when either saved none)."""
+    theirs, ours = _vocab(d), _vocab(base_dir)
+    if theirs is None or ours is None or theirs == ours:
+        return ""
+    return f"its tokenizer.json is not the base's ({len(theirs)} vs {len(ours)} tokens, or other token ids)"
 
 
 def check_against_base(found: list[Found], base_dir: str | Path) -> None:
@@ -137,6 +158,7 @@ def check_against_base(found: list[Found], base_dir: str | Path) -> None:
             why = "; ".join(diff)
         else:
             why = _adapter_mismatch(f.path, base, full)
+        why = why or _tokenizer_mismatch(f.path, base_dir)
         if why:
             raise OutsideRunError(f"checkpoint {f.path} (step {f.step}) is not of the base model {base_dir}: {why}; "
                                   "pass the --base this run was trained from, or drop that checkpoint")

@@ -66,10 +66,16 @@ def _other_architecture(folder):
     return build_tiny_model(folder, layers=1, hidden=32, heads=2, kv_heads=1, intermediate=64, vocab=300)
 
 
-@pytest.mark.parametrize("form", ["full", "adapter"])
+@pytest.mark.parametrize("form", ["full", "adapter", "tokenizer"])
 def test_another_architecture_is_refused_in_one_line_before_any_job(outside, tiny_model_dir, tiny_data, capsys,
                                                                     form):
-    other = _other_architecture(outside / "checkpoint-7")
+    if form == "tokenizer":   # the base's adapter, saved with another vocabulary's tokenizer
+        from rcea.tiny import build_tokenizer
+
+        shutil.copytree(outside / "checkpoint-2", outside / "checkpoint-7")
+        build_tokenizer(300).save_pretrained(outside / "checkpoint-7")
+    else:
+        other = _other_architecture(outside / "checkpoint-7")
     if form == "adapter":   # a LoRA adapter of the other model, in place of the model itself
         from peft import LoraConfig, get_peft_model
         from transformers import AutoModelForCausalLM
