@@ -240,8 +240,8 @@ def doctor(c, strict=False, num_workers=None, min_disk_gb=100, ray_address="", s
     doc.run_doctor(check_workers(num_workers), strict, min_disk_gb, ray_address or None, choice("scale", scale, SCALES))
 
 
-@task(iterable=["override"], help={"path": "the outside run's checkpoint folder", "base": "its base model folder",
+@task(iterable=["override"], help={"path": "the outside run's checkpoint folder", "base": "its base model folder (default: the scale's)",
                                    "name": "its label in the report", "scale": H_SCALE, "override": "key=value"})
-def measure_run(c, path, base, name="outside", scale="tiny", override=None):
+def measure_run(c, path, base="", name="outside", scale="tiny", override=None):
     """Measure a run this harness did not train, then aggregate (docs/outside-runs.md)."""
     run_all(c, ot.measure_run_commands(choice("scale", scale, SCALES), path, base, name, check_overrides(override, scale)))

@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m infer.outside", description=__doc__.splitlines()[0])
     ap.add_argument("folder", help="the outside run's output folder")
-    ap.add_argument("--base", required=True, help="the base model's folder the run was trained from")
+    ap.add_argument("--base", default=None, help="the base model's folder the run was trained from (default: the "
+                    "scale's base policy, which the measurement jobs load)")
     ap.add_argument("--name", required=True, help="the run's label in the store and the report")
     ap.add_argument("--scale", default="tiny", choices=SCALES)
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE")
@@ -234,6 +235,11 @@ def main(argv: list[str] | None = None) -> int:
             raise OutsideRunError(f"--name {args.name!r}: use a label of letters, digits, '-', '_' or '.' that is "
                                   f"not one of the study's methods ({', '.join((*METHODS, BASE_METHOD))})")
         found = find_checkpoints(args.folder)
+        if args.base is None:
+            from rcea.config import load_config
+            from rcea.tiny import model_path
+
+            args.base = model_path(load_config(args.scale, None, args.override))
         check_against_base(found, args.base)
     except OutsideRunError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -24,16 +24,16 @@ def outside_command(scale: str, folder: str, base: str, name: str, overrides=())
     run's folder and the base model mounted read-only."""
     opts = ["--name", name, "--scale", scale, *(a for o in overrides for a in ("--override", o))]
     if launch(scale).local:
-        return [".envs/infer/bin/python", "-m", "infer.outside", folder, "--base", base, *opts]
-    return compose("run", "--rm", "-v", f"{Path(folder).resolve()}:/outside:ro",
-                   "-v", f"{Path(base).resolve()}:/base:ro", "infer-cli",
-                   "python", "-m", "infer.outside", "/outside", "--base", "/base", *opts)
+        return [".envs/infer/bin/python", "-m", "infer.outside", folder, *(["--base", base] if base else []), *opts]
+    mounts = ["-v", f"{Path(folder).resolve()}:/outside:ro", *(["-v", f"{Path(base).resolve()}:/base:ro"] if base else [])]
+    return compose("run", "--rm", *mounts, "infer-cli", "python", "-m", "infer.outside", "/outside",
+                   *(["--base", "/base"] if base else []), *opts)
 
 
 def measure_run_commands(scale: str, folder: str, base: str, name: str, overrides=(), num_workers: int = 1):
     if not Path(folder).is_dir():
         raise Exit(f"--path {folder!r} is not a folder; give the folder holding the run's checkpoints", code=2)
-    if not base or not Path(base).is_dir():
+    if base and not Path(base).is_dir():
         raise Exit(f"--base {base!r} is not a folder; give the base model's folder the run was trained from", code=2)
     if not NAME.fullmatch(name or ""):
         raise Exit(f"--name {name!r}: use a label of letters, digits, '-', '_' or '.'", code=2)

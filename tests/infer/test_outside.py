@@ -97,3 +97,14 @@ def test_another_architecture_is_refused_in_one_line_before_any_job(outside, tin
 def test_a_study_method_name_is_refused(outside, tiny_model_dir, capsys):
     assert main([str(outside), "--base", str(tiny_model_dir), "--name", "grpo", "--check-only"]) == 2
     assert "--name 'grpo'" in capsys.readouterr().err
+
+
+def test_the_base_defaults_to_the_scales_base_policy(outside, tiny_data, capsys):
+    from tests.infer.tiny_run import tiny_overrides
+
+    args = [str(outside), "--name", "their-run", "--check-only", *(a for o in tiny_overrides() for a in ("--override", o))]
+    assert main(args) == 0
+    assert "checkpoint-2" in capsys.readouterr().out
+    _other_architecture(outside / "checkpoint-7")
+    capsys.readouterr()
+    assert main(args) == 2 and f"base model {tiny_data / 'models' / 'tiny-toy'}:" in capsys.readouterr().err
