@@ -39,3 +39,18 @@ def test_callback_writes_one_line_per_step_with_trls_values(tiny_base, tmp_path)
         assert r["frac_nonzero_var"] == pytest.approx(1 - h["frac_reward_zero_std"])
         assert r["fresh_rollout"] == 1.0
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+
+
+def test_a_resumed_run_drops_the_lines_past_its_checkpoint(tmp_path):
+    from types import SimpleNamespace
+
+    from train.callback import RCEACallback
+
+    log = tmp_path / "steps.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "reward": s / 10}) + "\n" for s in (1, 2, 3, 4)) + '{"step": 5, "rew')
+    cb, args = RCEACallback(log), SimpleNamespace(process_index=0)
+    cb.on_train_begin(args, SimpleNamespace(global_step=2), None)   # resumed from checkpoint-2
+    cb.on_log(args, SimpleNamespace(global_step=3), None, logs={"loss": 0.5})   # a step reusing rollout 2
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert rows[-1] == {"step": 3, "reward": 0.2, "loss": 0.5, "fresh_rollout": 0.0}
