@@ -70,7 +70,7 @@ def load_context(tables: Path) -> Context:
                                                           drop_partial_tail=True)
             except JsonlError as exc:
                 ctx.notes.append(f"training log not read: {exc}")
-        elif (run / "checkpoints").is_dir():   # e.g. an outside run imported without a log (infer/outside.py)
+        elif layout.RunFolder(run).checkpoints.is_dir():   # e.g. an outside run imported without a log (infer/outside.py)
             ctx.unlogged.append(f"{scale}/{run.name}")
         m = _json(run / "summary.json.manifest.json")
         if m:
