@@ -59,7 +59,9 @@ def render(cdir: Path | None = None) -> str:
     for scale in SCALES:
         path = cdir / "scales" / f"{scale}.toml"
         per_scale[scale] = _settings_from_plain(read_toml(path), settings)
-    shown = [s for s in SCALES if s != "3b"]
+    # A column per scale that changes something: the value column already is the scale that changes nothing.
+    shown = [sc for sc in SCALES if any(v is not None and v != settings[k].value
+                                         for k, v in per_scale[sc].items() if k in settings)]
     lines = [HEADER]
     section = None
     for key, s in settings.items():
