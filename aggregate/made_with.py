@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rcea.config import NOT_IN_HASH, base_value
+from rcea.config import NOT_IN_HASH, base_value, load_config
 from rcea.store import manifest_path
 
-from aggregate.settings import AggregateSettings, load_settings
+from aggregate.settings import AggregateSettings, _plain, load_settings
 
 
 class Mismatch(ValueError):
@@ -50,19 +50,6 @@ def _keys(values: dict[str, Any]) -> list[str]:
     return [k for k in keys if k not in NOT_IN_HASH] + sorted(k for k in values if k.startswith("failure."))
 
 
-def _plain(v: Any) -> Any:
-    return tuple(v) if isinstance(v, list) else v
-
-
-def _current(scale: str | None):
-    if scale is None:
-        return base_value
-    from rcea.config import load_config
-
-    cfg = load_config(scale)
-    return lambda key: cfg[key]
-
-
 def _differ(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return sorted(k for k in set(a) | set(b) if _plain(a.get(k)) != _plain(b.get(k)))
 
@@ -83,17 +70,15 @@ def resolve(parts: list[Path], scale: str | None, options: dict[str, Any]) -> tu
                        "runs (e.g. a --quick and a full study) are mixed; remove the stale parts (their manifests "
                        "name the config_hash) or rerun the study, which remakes them, then aggregate")
     (h, info), = made.items()
-    now = _current(scale)
+    cfg = None if scale is None else load_config(scale)   # read once: its hash and values below
     if info["settings"] is None:
-        if scale is not None:
-            from rcea.config import load_config
-
-            if load_config(scale).hash() != h:
-                raise Mismatch(f"the tables were made under configuration {h}, not the current one of {scale} "
-                               f"({load_config(scale).hash()}), and their manifests predate recording the settings: "
-                               "aggregate with the settings they were made with (the same RCEA_OVERRIDES) or remake "
-                               "them")
+        if cfg is not None and cfg.hash() != h:
+            raise Mismatch(f"the tables were made under configuration {h}, not the current one of {scale} "
+                           f"({cfg.hash()}), and their manifests predate recording the settings: "
+                           "aggregate with the settings they were made with (the same RCEA_OVERRIDES) or remake "
+                           "them")
         return current, ""
+    now = base_value if cfg is None else cfg.__getitem__
     values = info["settings"]
     keys = [k for k in _keys(values) if k in values]
     changed = [k for k in keys if _plain(values[k]) != _plain(now(k))]
