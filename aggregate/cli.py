@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     from aggregate import made_with
 
     try:   # the settings the tables were made with (aggregate.made_with), then the options above
-        st, said = made_with.resolve(ds.parts, args.scale, options)
+        st, said = made_with.resolve(ds.parts, args.scale, options, st)
     except made_with.Mismatch as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ from typing import Any
 from rcea.config import NOT_IN_HASH, base_value, load_config
 from rcea.store import manifest_path
 
-from aggregate.settings import AggregateSettings, _plain, load_settings
+from aggregate.settings import AggregateSettings, _plain
 
 
 class Mismatch(ValueError):
@@ -54,11 +54,12 @@ def _differ(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return sorted(k for k in set(a) | set(b) if _plain(a.get(k)) != _plain(b.get(k)))
 
 
-def resolve(parts: list[Path], scale: str | None, options: dict[str, Any]) -> tuple[AggregateSettings, str]:
-    """The settings to aggregate `parts` with (`options`: the command line's, None = not given) and a line saying
-    where they differ from the current configuration ('' when they do not); Mismatch when they cannot be known."""
+def resolve(parts: list[Path], scale: str | None, options: dict[str, Any],
+            current: AggregateSettings) -> tuple[AggregateSettings, str]:
+    """The settings to aggregate `parts` with (`options`: the command line's, None = not given; `current`:
+    ``load_settings(scale, **options)``, the caller's) and a line saying where they differ from the current
+    configuration ('' when they do not); Mismatch when they cannot be known."""
     made = recorded(parts)
-    current = load_settings(scale, **options)
     if not made:
         return current, ""
     if len(made) > 1:
