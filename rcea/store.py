@@ -121,11 +121,7 @@ def checkpoint_complete(folder: str | Path) -> bool:
     """The one definition of a complete training checkpoint (training resumes from it, measurements read it):
     the manifest of its trainer state, which the trainer writes after every other file of the checkpoint
     (train/run.py), and its adapter files still there."""
-    from rcea.layout import TRAINER_STATE
-
-    folder = Path(folder)
-    return (is_complete(folder / TRAINER_STATE) and (folder / "adapter_config.json").exists()
-            and any(folder.glob("adapter_model.*")))
+    return not why_incomplete(Path(folder))
 
 
 class DamagedRun(FileNotFoundError):
@@ -134,7 +130,7 @@ class DamagedRun(FileNotFoundError):
 
 
 def why_incomplete(folder: Path) -> str:
-    """What a checkpoint folder lacks ('' when `checkpoint_complete`)."""
+    """What a checkpoint folder lacks ('' when it is complete: `checkpoint_complete`)."""
     from rcea.layout import TRAINER_STATE
 
     if not folder.is_dir():
