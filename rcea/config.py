@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+from rcea.choices import choice_problem  # settings with a fixed set of valid values
 from rcea.paths import configs_dir
 from rcea.ranges import RANGES, out_of_range, range_rule  # noqa: F401  (re-exported: their home was here)
 
@@ -295,8 +296,6 @@ def load_config(scale: str, method: str | None = None, overrides: Iterable[str] 
             raise ConfigError(f"{origin}: {key} must be {type(old.value).__name__}, got {value!r}")
         if isinstance(old.value, float):
             value = float(value)
-        from rcea.choices import choice_problem   # a fixed set of valid values (rcea/choices.py)
-
         problem = out_of_range(key, value) or choice_problem(key, value)
         if problem:
             raise ConfigError(f"{origin}: {problem}")
