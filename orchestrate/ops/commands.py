@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from invoke.exceptions import Exit
 
@@ -19,6 +18,7 @@ from rcea import layout
 from rcea.config import METHODS, SCALES, ConfigError, load_config  # rcea.config needs only the stdlib
 from rcea.launch import MAX_WORKERS, launch
 from rcea.layout import JOB_KINDS as KINDS
+from rcea.paths import project_root
 
 WHATS = (*KINDS, "all")
 ROLES = ("train", "infer", "aggregate")
@@ -41,7 +41,7 @@ def choice(option: str, value, choices) -> str:
     return value
 
 
-ENV_FILE = Path(__file__).resolve().parents[2] / ".env"   # the project's .env, which Compose reads
+ENV_FILE = project_root() / ".env"   # the project's .env, which Compose reads
 
 
 def compose_variable(key: str) -> str:
