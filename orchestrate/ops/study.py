@@ -230,11 +230,8 @@ def data_lock(c):
 
     folder = (ROOT / cmd.data_root()).resolve()
     try:
-        fd = datalock.acquire(folder, shlex.join(["invoke", *sys.argv[1:]]))
-    except datalock.Busy as exc:
+        with datalock.hold(folder, shlex.join(["invoke", *sys.argv[1:]])) as fd:
+            interrupt.on_interrupt(lambda: datalock.release(folder, fd))
+            yield
+    except datalock.Busy as exc:   # another live run holds the folder (no stage raises it)
         raise Exit(f"{interrupt.task_name()}: {exc}", code=1) from None
-    interrupt.on_interrupt(lambda: datalock.release(folder, fd))
-    try:
-        yield
-    finally:
-        datalock.release(folder, fd)
