@@ -24,17 +24,16 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
     free = {role: list(ids) for role, ids in (gpus or {}).items() if ids}   # GPUs of a role no batch holds
     for role, ids in free.items():
         limits[role] = min(limits.get(role, 1), len(ids))
-    held = {}   # future -> its GPU
     env = driver_env()
     waiting = [(b, 1) for b in batches]
-    running = {}   # future -> (batch, attempt)
+    running = {}   # future -> (batch, attempt, its GPU or None)
     with ThreadPoolExecutor(max_workers=max(1, sum(limits.values()))) as pool:
         while waiting or running:
             progress.held = True   # one line once the free slots are filled: "running" counts what really runs
             for item in list(waiting):
                 batch, attempt = item
                 role = batch[0].role
-                if sum(1 for b, _ in running.values() if b[0].role == role) >= limits.get(role, 1):
+                if sum(1 for b, *_ in running.values() if b[0].role == role) >= limits.get(role, 1):
                     continue
                 waiting.remove(item)
                 for u in batch:
@@ -44,17 +43,15 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
                 gpu = free[role].pop(0) if role in free else None
                 note = f"attempt {attempt}" + ("" if gpu is None else f", GPU {gpu}")
                 fut = pool.submit(run_batch, batch, data_root, env, None if gpu is None else [gpu], note)
-                running[fut] = (batch, attempt)
-                if gpu is not None:
-                    held[fut] = gpu
+                running[fut] = (batch, attempt, gpu)
             progress.held = False
             progress.show()
             finished, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
             progress.held = True   # settled below; shown after the next batches have started
             for fut in finished:
-                batch, attempt = running.pop(fut)
-                if fut in held:
-                    free[batch[0].role].append(held.pop(fut))
+                batch, attempt, gpu = running.pop(fut)
+                if gpu is not None:
+                    free[batch[0].role].append(gpu)
                 if _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) and expand:
                     waiting += [(b, 1) for b in expand(batch)]
     progress.held = False
