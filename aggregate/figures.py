@@ -50,6 +50,15 @@ def smoothing_window(n_points: int, window: int) -> int:
     return window if window > 1 and n_points >= window else 1
 
 
+def _positions(series: dict[str, tuple[np.ndarray, np.ndarray]], window: int = 1) -> tuple[float, dict]:
+    """The end of the progress axis over `series`, and the x each point is drawn at: coinciding points set side
+    by side (`dodge_traces`) when every trace is drawn as measured (none long enough for a CMA(`window`))."""
+    xmax = max([float(x.max()) for x, _ in series.values() if x.size] or [1.0])
+    if all(smoothing_window(len(y), window) == 1 for _, y in series.values()):
+        return xmax, dodge_traces(series, xmax)
+    return xmax, {m: x for m, (x, _) in series.items()}
+
+
 def _trace_line(ax, x, y, window: int, **kw):
     """Raw points, plus their CMA line when the trace is long enough (else the points joined as measured)."""
     from aggregate.evals import centered_moving_average
@@ -101,8 +110,7 @@ def draw_traces(res: dict, st: AggregateSettings):
             pts = sorted(([(0, base[0]["token_entropy_mean"])] if base else [])
                          + [(e["step"], e["token_entropy_mean"]) for e in eps if e["scale"] == sc and e["method"] == m])
             ent[m] = (np.array([p[0] / spe for p in pts]), np.array([p[1] for p in pts]))
-        xmax = max([float(x.max()) for x, _ in ent.values() if x.size] or [1.0])
-        dodged = dodge_traces(ent, xmax)
+        xmax, dodged = _positions(ent)
         for m in methods:
             ax.plot(dodged[m], ent[m][1], ms=5, mfc="none", label=method_name(m), **style(m))
         progress_axis(ax, xmax)
@@ -120,9 +128,7 @@ def draw_traces(res: dict, st: AggregateSettings):
             if g_base and tr[0][0] > 0:
                 tr = [(0, g_base[0][1]), *tr]  # every run starts from the base policy
             acc[m] = (np.array([p[0] for p in tr]) / spe, 100 * np.array([p[1] for p in tr]))
-        xmax = max([float(x.max()) for x, _ in acc.values() if x.size] or [1.0])
-        dodged = dodge_traces(acc, xmax) if all(smoothing_window(len(y), st.smoothing_window) == 1
-                                           for _, y in acc.values()) else {m: x for m, (x, _) in acc.items()}
+        xmax, dodged = _positions(acc, st.smoothing_window)
         for m, (x, y) in acc.items():
             line, w = _trace_line(ax, dodged[m], y, st.smoothing_window, label=method_name(m), **style(m))
             windows.add(w)
@@ -277,9 +283,7 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
             pts = [(st_, e) for st_, e in zip(tr["step"], tr["entropy"]) if _finite(e)]
             series[m] = (np.array([p[0] for p in pts]) / tr["steps_per_epoch"], np.array([p[1] for p in pts]))
             spe[m] = tr["steps_per_epoch"]
-        xmax = max([float(x.max()) for x, _ in series.values() if x.size] or [1.0])
-        short = all(smoothing_window(len(y), st.smoothing_window) == 1 for _, y in series.values())
-        dodged = dodge_traces(series, xmax) if short else {m: x for m, (x, _) in series.items()}
+        xmax, dodged = _positions(series, st.smoothing_window)
         for m, (x, y) in series.items():
             w = smoothing_window(len(y), st.smoothing_window)
             windows.add(w)
