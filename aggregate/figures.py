@@ -4,7 +4,6 @@ covariance fit against the identity line (Figure 6), mode retention against pass
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ from aggregate.settings import AggregateSettings
 from rcea.config import BASE_METHOD
 from rcea.store import atomic_write
 
-from aggregate.figstyle import (dodge_note, dodge_traces, percent_axis, percent_limits, place_labels,
+from aggregate.figstyle import (_finite, dodge_note, dodge_traces, percent_axis, percent_limits, place_labels,
                                 progress_axis, style)
 
 
@@ -38,10 +37,6 @@ def save(fig, out_dir: Path, stem: str) -> list[str]:
         written.append(target.name)
     _plt().close(fig)
     return written
-
-
-def _finite(x) -> bool:
-    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def smoothing_window(n_points: int, window: int) -> int:
