@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from rcea.config import SCALES, ConfigError, check_choice, read_toml
+from rcea.config import SCALES, ConfigError, check_choice, read_toml, value_fits
 from rcea.paths import configs_dir
 
 LAUNCHERS = ("local", "compose")
@@ -89,13 +89,12 @@ def _read(scale: str, cdir: str) -> Launch:
             raise ConfigError(f"{where}: unknown {key} {table[key]!r}; valid: {', '.join(valid)}")
     slots = table["slots"]
     if not isinstance(slots, dict) or set(slots) != set(ROLES) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in slots.values()):
+            value_fits(int, v) and v >= 1 for v in slots.values()):
         raise ConfigError(f"{where}: slots must be {{ train = N, infer = M }} with N, M >= 1, got {slots!r}")
     workers, gpus = table["workers"], table["train_gpus"]
-    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
+    if not value_fits(int, workers) or not 1 <= workers <= MAX_WORKERS:
         raise ConfigError(f"{where}: workers must be 1..{MAX_WORKERS}, got {workers!r}")
-    if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus) \
-            or len(set(gpus)) != len(gpus):
+    if not isinstance(gpus, list) or not all(value_fits(int, g) and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus):
         raise ConfigError(f"{where}: train_gpus must be a list of distinct host GPU indices, got {gpus!r}")
     if table["device"] == "gpu" and not gpus:
         raise ConfigError(f"{where}: device = \"gpu\" needs at least one training GPU in train_gpus (e.g. [0])")
