@@ -31,8 +31,7 @@ def tableA1(res: dict, st: AggregateSettings) -> Table:
         n = r["artifacts"]
         pattern = {"training": f"{n} training run{'s' * (n != 1)}", "inference": f"{n} table part{'s' * (n != 1)}",
                    "aggregation": "this aggregation"}.get(r["role"], f"{n} artifacts")
-        hw = hardware(str(r.get("device", "")), r) if "gpu" not in r else r
-        t.rows.append([r["role"], hw["gpu"], hw["cpu"], hw["memory"], pattern, libs,
+        t.rows.append([r["role"], r["gpu"], r["cpu"], r["memory"], pattern, libs,   # each row's `hardware` fields
                        "; ".join(r.get("lockfiles", [])) or DASH])
     if not res.get("inventory"):
         t.notes.append("No training or inference manifest beside the input tables (a bare dataset folder): only this "
