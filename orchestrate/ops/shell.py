@@ -5,9 +5,12 @@ import os
 import shlex
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from invoke.exceptions import Exit
+
+from orchestrate.ops.interrupt import guard
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,10 +42,6 @@ def run_all(c, commands, **kw):
     os.chdir(ROOT)  # commands use project-relative paths, like .envs/train/bin/python
     if is_dry(c) and not sys.stdout.isatty():
         kw.setdefault("echo_format", "{command}")  # Invoke's bold white is for terminals, not for pipes
-    from contextlib import nullcontext
-
-    from orchestrate.ops.interrupt import guard
-
     # Ctrl-C / SIGTERM: every child ends, one line, exit 130 / 143; an interactive command (a terminal of its
     # own, like the audit page's server) gets Ctrl-C itself and stops as it does
     with nullcontext() if kw.get("pty") else guard():
