@@ -14,20 +14,17 @@ from rcea.layout import part_name
 from rcea.store import job_complete
 
 from infer import kinds
-from infer.kinds.common import JobInputError, adapter_path, check_answer, derive_seed, encode, job_config
-from infer.kinds.covariance import covariance_questions, run_covariance
+from infer.kinds.common import JobInputError, derive_seed, encode, job_config
+from infer.kinds.covariance import covariance_questions
 from infer.kinds.greedy import run_greedy
-from infer.kinds.passk import run_passk
-from infer.kinds.probe import run_probe
 from infer.tables import clear_stale, part_path, write_parts
 
 Progress = Callable[[str, int, int], None]
-# The registry's tables and runners by kind name, for callers that look them up here.
+# The registry's tables by kind name, for callers that look them up here.
 OUTPUTS = {name: list(kind.tables) for name, kind in kinds.REGISTRY.items()}
-RUNNERS = {name: kind.run for name, kind in kinds.REGISTRY.items()}
 
-__all__ = ["JobInputError", "OUTPUTS", "RUNNERS", "adapter_path", "check_answer", "covariance_questions",
-           "derive_seed", "encode", "job_config", "run_covariance", "run_greedy", "run_job", "run_passk", "run_probe"]
+# Re-exported for the callers that import them from here (infer.unit_cli, tests); the kinds' modules hold them.
+__all__ = ["JobInputError", "OUTPUTS", "covariance_questions", "derive_seed", "encode", "run_greedy", "run_job"]
 
 
 def run_job(payload: dict, ctx, progress: Progress) -> dict:

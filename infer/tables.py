@@ -8,7 +8,7 @@ import pandas as pd
 
 from rcea.schema import SCHEMA_VERSION, TABLES, check_columns
 from rcea.layout import table_part
-from rcea.store import atomic_write_bytes, is_complete, manifest_path, write_manifest
+from rcea.store import atomic_write_bytes, manifest_path, write_manifest
 
 PANDAS_TYPES = {"str": "object", "int": "int64", "float": "float64", "bool": "bool",
                 "str?": "string", "bool?": "boolean"}
@@ -60,10 +60,6 @@ def write_parts(scale: str, part: str, frames: dict[str, pd.DataFrame], cfg, see
         write_manifest(path, cfg=cfg, seeds=seeds, rows=int(len(df)), schema_version=SCHEMA_VERSION, table=table,
                        **extra)
     return paths
-
-
-def parts_complete(scale: str, part: str, tables: list[str]) -> bool:
-    return all(is_complete(part_path(scale, t, part)) for t in tables)
 
 
 def greedy_summary(location) -> pd.DataFrame:
