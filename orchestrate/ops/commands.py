@@ -24,7 +24,8 @@ WHATS = (*KINDS, "all")
 ROLES = ("train", "infer", "aggregate")
 # Which environment (and container) runs each entry module.
 ENV_OF = {"rcea.prepare": "train", "rcea.warmstart_rebuild": "train", "train": "train", "train.seeds": "train", "infer": "infer",
-          "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "aggregate": "aggregate",
+          "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "infer.outside": "infer",
+          "aggregate": "aggregate",
           "rcea.publish": "aggregate"}
 # Compose services that run one-off commands per environment (see compose.yaml).
 SERVICE_OF = {"train": "train", "infer": "infer-cli", "aggregate": "aggregate"}

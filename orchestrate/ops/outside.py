@@ -14,7 +14,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from rcea.launch import launch
-from orchestrate.ops.commands import aggregate_command, codebook_commands, compose, judge_commands, workers_command
+from orchestrate.ops.commands import aggregate_command, codebook_commands, judge_commands, role_command, workers_command
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -24,10 +24,10 @@ def outside_command(scale: str, folder: str, base: str, name: str, overrides=())
     run's folder and the base model mounted read-only."""
     opts = ["--name", name, "--scale", scale, *(a for o in overrides for a in ("--override", o))]
     if launch(scale).local:
-        return [".envs/infer/bin/python", "-m", "infer.outside", folder, *(["--base", base] if base else []), *opts]
+        return role_command("infer.outside", [folder, *(["--base", base] if base else []), *opts], scale)
     mounts = ["-v", f"{Path(folder).resolve()}:/outside:ro", *(["-v", f"{Path(base).resolve()}:/base:ro"] if base else [])]
-    return compose("run", "--rm", *mounts, "infer-cli", "python", "-m", "infer.outside", "/outside",
-                   *(["--base", "/base"] if base else []), *opts)
+    return role_command("infer.outside", ["/outside", *(["--base", "/base"] if base else []), *opts], scale,
+                        run_opts=mounts)
 
 
 def measure_run_commands(scale: str, folder: str, base: str, name: str, overrides=(), num_workers: int = 1):
