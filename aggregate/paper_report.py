@@ -30,12 +30,9 @@ PAPER_ACCEPTED_PRECISION = {"A": 0.913, "B": 0.891}
 @lru_cache(maxsize=1)
 def tagged_settings() -> dict[str, Any]:
     """Every setting of configs/base.toml and configs/objectives.toml: {key: Setting(value, status, doc)}."""
-    from rcea.config import _read_settings
-    from rcea.paths import configs_dir
+    from rcea.settings_doc import documented_settings
 
-    out = _read_settings(configs_dir() / "base.toml")
-    out.update(_read_settings(configs_dir() / "objectives.toml", prefix="objectives."))
-    return out
+    return documented_settings()
 
 
 def _fmt(v: Any) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rcea.config import SCALES, STATUSES, _read_settings, _settings_from_plain, read_toml
+from rcea.config import SCALES, STATUSES, Setting, _read_settings, _settings_from_plain, read_toml
 from rcea.paths import configs_dir, project_root
 
 OUTPUT = Path("docs") / "settings.md"
@@ -51,10 +51,17 @@ def fmt(value) -> str:
     return "`" + text.replace("|", "\\|").replace("`", "'") + "`"
 
 
-def render(cdir: Path | None = None) -> str:
+def documented_settings(cdir: Path | None = None) -> dict[str, Setting]:
+    """Every setting of configs/base.toml and configs/objectives.toml (`objectives.<key>`), in file order."""
     cdir = Path(cdir) if cdir else configs_dir()
     settings = _read_settings(cdir / "base.toml")
     settings.update(_read_settings(cdir / "objectives.toml", prefix="objectives."))
+    return settings
+
+
+def render(cdir: Path | None = None) -> str:
+    cdir = Path(cdir) if cdir else configs_dir()
+    settings = documented_settings(cdir)
     per_scale = {}
     for scale in SCALES:
         path = cdir / "scales" / f"{scale}.toml"
