@@ -171,12 +171,6 @@ def audit_gate_values(cfg=None) -> dict[str, float]:
     return {k: float(cfg[f"audit.{k}"]) for k in GATE_NAMES}
 
 
-def __getattr__(name: str):
-    if name == "AUDIT_GATES":  # read from the configuration when first asked for, not at import
-        return audit_gate_values()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 _EDGE = 1e-12  # a value exactly on a threshold (recall 0.80) passes
 
 

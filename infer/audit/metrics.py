@@ -7,9 +7,7 @@ label comes from the frozen mode partition; a pair with a trajectory without an 
 
 from __future__ import annotations
 
-from rcea.stats import AUDIT_GATES, audit_gates, different_precision_recall, macro_f1, pair_labels  # noqa: F401
-
-GATES = AUDIT_GATES
+from rcea.stats import audit_gate_values, audit_gates, different_precision_recall, macro_f1, pair_labels  # noqa: F401
 
 
 def audit_report(pairs: list[dict], trajectory_modes: dict[str, str | None]) -> dict:
@@ -35,7 +33,8 @@ def audit_report(pairs: list[dict], trajectory_modes: dict[str, str | None]) -> 
         f1 = macro_f1([p[who] for p in sc], [p["auto"] for p in sc]) if sc else float("nan")
         pre[f"auto_vs_{who[-1].upper()}"] = f1
     gap = hh - auto
-    gates = audit_gates(hh, auto, prec, rec, cov, GATES)
+    thresholds = audit_gate_values()   # the [audit] settings of configs/base.toml
+    gates = audit_gates(hh, auto, prec, rec, cov, thresholds)
     return {
         "pairs": len(pairs), "pairs_both_raters": len(both), "pairs_adjudicated": len(final),
         "pairs_pending_adjudication": sum(1 for p in both
@@ -43,5 +42,5 @@ def audit_report(pairs: list[dict], trajectory_modes: dict[str, str | None]) -> 
         "pairs_scored_auto": len(scored), "trajectories": len(trajectory_modes),
         "hh_macro_f1": hh, "auto_macro_f1": auto, "gap": gap, "different_precision": prec, "different_recall": rec,
         "coverage": cov, "pre_adjudication": pre, "gates": gates, "all_gates_pass": all(gates.values()),
-        "thresholds": GATES,
+        "thresholds": thresholds,
     }
