@@ -16,7 +16,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from aggregate.settings import AggregateSettings
+from aggregate.settings import AggregateSettings, _plain
 
 ALPHA = 0.05  # the conventional two-sided level at which RQ3's "significant" is read (the paper names none)
 PAPER_PLACE = re.compile(r"\[paper [^:\]]+: \"([^\"]+)\"")
@@ -45,12 +45,8 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _plain(v: Any) -> Any:
-    return list(v) if isinstance(v, tuple) else v
-
-
 def _same(a: Any, b: Any) -> bool:
-    return _plain(a) == _plain(b)
+    return _plain(a) == _plain(b)   # a TOML list and the settings' tuple compare equal
 
 
 def _paper_states(setting, value: Any) -> bool:
