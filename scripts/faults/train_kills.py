@@ -62,11 +62,12 @@ def tensorboard_check(rows: list[dict], tb: dict[str, list[tuple[int, float]]]) 
     from train.monitor import tensorboard_tag
 
     once = all(len({s for s, _ in pts}) == len(pts) for pts in tb.values())
-    fields = sorted({k for r in rows for k, v in r.items() if k != "step" and isinstance(v, (int, float))
-                     and math.isfinite(v)})
+    mirrored = [(r["step"], {k: float(v) for k, v in r.items()   # what the trainer mirrors of each row
+                             if k != "step" and isinstance(v, (int, float)) and math.isfinite(v)}) for r in rows]
+    fields = sorted({k for _, scalars in mirrored for k in scalars})
     wrong = []
     for k in fields:
-        want = [(r["step"], float(r[k])) for r in rows if isinstance(r.get(k), (int, float)) and math.isfinite(r[k])]
+        want = [(step, scalars[k]) for step, scalars in mirrored if k in scalars]
         got = sorted(tb.get(tensorboard_tag(k), []))
         if len(got) != len(want) or any(a[0] != b[0] or not math.isclose(a[1], b[1], rel_tol=1e-6, abs_tol=1e-9)
                                          for a, b in zip(got, want)):
