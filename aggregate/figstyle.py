@@ -90,9 +90,7 @@ def percent_axis(ax, values: list[float], pad: float = 5.0) -> None:
     vals = [v for v in values if _finite(v)]
     if not vals:
         return
-    lo, hi = min(vals), max(vals)
-    span = max(hi - lo, 2 * pad)
-    ax.set_ylim(max(0.0, lo - 0.1 * span), min(100.0, hi + 0.1 * span) if hi < 100 else 100.0)
+    percent_limits(ax, vals, "y", min_span=2 * pad, margin=0.1)
     for c in ax.collections + ax.lines:
         c.set_clip_on(False)   # a point at 0% or 100% sits on the frame, drawn whole
 
@@ -159,9 +157,10 @@ def place_labels(ax, xs, ys, texts, marker_pt: float = 7.0, fontsize: float = 6.
     return placed
 
 
-def percent_limits(ax, values: list[float], axis: str) -> None:
-    """Limits of a percentage axis around `values`, never past 0 or 100 (points on 100 sit on the frame)."""
+def percent_limits(ax, values: list[float], axis: str, min_span: float = 20.0, margin: float = 0.2) -> None:
+    """Limits of a percentage axis around `values` (`margin` of their span, at least `min_span`), never past 0
+    or 100 (points on 100 sit on the frame)."""
     lo, hi = min(values), max(values)
-    span = max(hi - lo, 20.0)
-    limits = (max(0.0, lo - 0.2 * span), min(100.0, hi + 0.2 * span))
+    span = max(hi - lo, min_span)
+    limits = (max(0.0, lo - margin * span), min(100.0, hi + margin * span))
     (ax.set_xlim if axis == "x" else ax.set_ylim)(*limits)
