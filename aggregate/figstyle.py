@@ -64,12 +64,6 @@ def progress_axis(ax, xmax: float) -> None:
     ax.set_xlim(-0.05 * end, 1.05 * end)
 
 
-def method_label(method: str) -> str:
-    from aggregate.tables import method_name
-
-    return method_name(method)
-
-
 def dodge_traces(series: dict[str, tuple[np.ndarray, np.ndarray]], xmax: float) -> dict[str, np.ndarray]:
     """`dodge` as the trace figures use it: over 6% of the progress axis, for values within 1% of their span
     (closer than a marker)."""

@@ -13,6 +13,7 @@ from aggregate import figures, figstyle
 from aggregate.io import from_tables
 from aggregate.pipeline import run_aggregation
 from aggregate.settings import AggregateSettings
+from aggregate.tables import method_name
 from benchmarks import synth
 
 ST = AggregateSettings(failure_benchmark="toy", smoothing_window=5, steps_per_epoch={}, bootstrap_resamples=50,
@@ -195,7 +196,7 @@ def test_retention_runs_at_one_point_share_a_label_within_0_100_and_an_undefined
            "eval_inventory": {"toy": {"passk": 24}}}
     fig = figures.draw_retention(res, ST)
     ax = fig.axes[0]
-    assert len(ax.texts) == 1 and all(figstyle.method_label(m) in ax.texts[0].get_text() for m in methods)
+    assert len(ax.texts) == 1 and all(method_name(m) in ax.texts[0].get_text() for m in methods)
     for lo, hi in (ax.get_xlim(), ax.get_ylim()):
         assert 0 <= lo < 100 and hi == 100
     assert ax.get_title() == "Mode retention vs pass@4" and "pass@4" in ax.get_xlabel()
