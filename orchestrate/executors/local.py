@@ -28,8 +28,8 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
     waiting = [(b, 1) for b in batches]
     running = {}   # future -> (batch, attempt, its GPU or None)
     with ThreadPoolExecutor(max_workers=max(1, sum(limits.values()))) as pool:
+        progress.held = True   # one line once the free slots are filled: "running" counts what really runs
         while waiting or running:
-            progress.held = True   # one line once the free slots are filled: "running" counts what really runs
             for item in list(waiting):
                 batch, attempt = item
                 role = batch[0].role
