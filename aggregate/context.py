@@ -12,6 +12,7 @@ inventory of the machines and libraries the manifests record. A missing piece is
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,8 +130,10 @@ def codebook_counts(path: Path) -> dict | None:
             "by_source": {str(k): int(v) for k, v in t["source"].value_counts().items()} if "source" in t else {}}
 
 
-def _mean(rows: list[dict], key: str) -> float | None:
-    v = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float)) and np.isfinite(r[key])]
+def _mean(rows: list[dict], key: str | Callable[[dict], Any]) -> float | None:
+    """Mean of a field (or of `key(row)`) over the rows where it is a finite number; None where none is."""
+    got = [key(r) if callable(key) else r.get(key) for r in rows]
+    v = [float(x) for x in got if isinstance(x, (int, float)) and np.isfinite(x)]
     return float(np.mean(v)) if v else None
 
 
@@ -157,12 +160,10 @@ def failure_window(rows: list[dict], spe: float, window: tuple[float, float]) ->
     lo, hi = window
     inside = [r for r in rows if lo <= r["step"] / spe <= hi]
     inside_fresh = [r for r in fresh if lo <= r["step"] / spe <= hi]
-    sampled = [{"s": _sampled(r)} for r in fresh]
-    sampled_in = [{"s": _sampled(r)} for r in inside_fresh]
     return {"window": list(window), "steps_in_window": len(inside), "steps": len(rows),
             "filtered": any("dapo/refill_rounds" in r or "frac_nonzero_var_sampled" in r for r in rows),
-            "nonzero_var_share_window": _mean(sampled_in, "s"),
-            "nonzero_var_share_run": _mean(sampled, "s"),
+            "nonzero_var_share_window": _mean(inside_fresh, _sampled),
+            "nonzero_var_share_run": _mean(fresh, _sampled),
             "nonzero_var_trained_share_window": _mean(inside_fresh, "frac_nonzero_var"),
             "nonzero_var_trained_share_run": _mean(fresh, "frac_nonzero_var"),
             "empty_mask_share_window": _mean(inside, "cov_mask_empty"),
