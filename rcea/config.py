@@ -91,7 +91,7 @@ def _read_settings(path: Path, prefix: str = "") -> dict[str, Setting]:
             elif isinstance(item, dict):
                 walk(item, name)
             else:
-                raise ConfigError(f"{path.name}: {name} must be {{ value = ..., status = \"S|E|R|C\" }}")
+                raise ConfigError(f"{path.name}: {name} must be {{ value = ..., status = \"{'|'.join(STATUSES)}\" }}")
 
     walk(read_toml(path), "")
     return out
