@@ -13,14 +13,6 @@ from rcea.layout import audit_db, audit_report
 from rcea.store import atomic_write_json
 
 
-def _defaults(scale: str) -> dict:
-    try:
-        from rcea.config import load_config
-        return {"seed": int(load_config(scale)["aggregate.audit_seed"])}
-    except Exception:  # noqa: BLE001 - configuration not present: the stated seed
-        return {"seed": 2031}
-
-
 def _nothing_to_report(scale: str) -> str:
     """'' when the audit has annotations to report on, else what to do first (one line)."""
     from infer.audit import store
@@ -74,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         names = tuple(args.annotators.split(","))
         if len(names) != 2:
             raise SystemExit("--annotators needs two names, e.g. A,B")
-        out = sample(args.scale, args.seed or _defaults(args.scale)["seed"], args.questions, args.per_question,
+        out = sample(args.scale, args.seed or None, args.questions, args.per_question,
                      exclude, names, args.force)
         print(f"[audit] {out['pairs']} pairs drawn from {out['trajectories']} trajectories of {out['questions']} "
               f"questions ({out['db']}); annotate them with `invoke audit --scale {args.scale} --serve`")

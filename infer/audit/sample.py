@@ -28,16 +28,20 @@ def audit_defaults(scale: str | None = None) -> dict[str, int]:
             "per_question": int(get("audit.per_question"))}
 
 
+def _settled(scale: str | None, seed: int | None, n_questions: int | None,
+             per_question: int | None) -> tuple[int, int, int]:
+    """(seed, n_questions, per_question) of a draw, each None replaced by its value in `audit_defaults(scale)`."""
+    d, given = audit_defaults(scale), {"seed": seed, "n_questions": n_questions, "per_question": per_question}
+    return tuple(d[k] if v is None else v for k, v in given.items())
+
+
 def draw_pairs(assignments: pd.DataFrame, seed: int | None = None, n_questions: int | None = None,
                per_question: int | None = None,
                exclude: set[str] = frozenset()) -> tuple[list[str], list[tuple[str, str, str]]]:
     """(audit trajectory ids, pairs (question_id, a, b)). Questions in `exclude` (development labels)
     are never drawn; per question up to `per_question` trajectories, then every within-question pair,
     the pairs shown in a seeded random order. A None argument takes its configured value (`audit_defaults`)."""
-    d = audit_defaults()
-    seed = d["seed"] if seed is None else seed
-    n_questions = d["n_questions"] if n_questions is None else n_questions
-    per_question = d["per_question"] if per_question is None else per_question
+    seed, n_questions, per_question = _settled(None, seed, n_questions, per_question)
     rng = np.random.default_rng(seed)
     by_q = {q: sorted(g["traj_id"]) for q, g in assignments.groupby("question_id", sort=True)
             if str(q) not in exclude and len(g) >= 2}
@@ -67,10 +71,8 @@ def sample(scale: str, seed: int | None = None, n_questions: int | None = None, 
     samples = load_samples(scale)
     texts = load_texts(scale, samples)
     questions = load_questions(scale)
-    d = audit_defaults(scale)
-    seed = d["seed"] if seed is None else seed
-    trajs, pairs = draw_pairs(assignments, seed, n_questions if n_questions is not None else d["n_questions"],
-                              per_question if per_question is not None else d["per_question"], exclude)
+    seed, n_questions, per_question = _settled(scale, seed, n_questions, per_question)
+    trajs, pairs = draw_pairs(assignments, seed, n_questions, per_question, exclude)
     mode = dict(zip(assignments["traj_id"], assignments["mode"]))
     qid = dict(zip(assignments["traj_id"], assignments["question_id"].astype(str)))
     if path.exists():
