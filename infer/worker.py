@@ -26,12 +26,12 @@ Runner = Callable[[dict, "Context", Callable[[str, int, int], None]], dict]
 
 def resolve_model(cfg) -> str:
     """The tiny model (built on demand), a local copy under data/models/, or a snapshot at model.revision."""
-    from rcea.launch import TINY_MODEL
+    from rcea.launch import tiny_model
     from rcea.tiny import model_path
 
-    name = cfg["model.name"]
-    if name == TINY_MODEL:
+    if tiny_model(cfg):
         return model_path(cfg)
+    name = cfg["model.name"]
     for local in (layout.models_dir(name), layout.models_dir(name.split("/")[-1])):
         if (local / "config.json").exists():
             from rcea.hub import record
