@@ -11,7 +11,6 @@ Tables without manifests of this kind (written by hand, docs/schema.md) keep the
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from rcea.config import NOT_IN_HASH, base_value, load_config
 from rcea.store import manifest_path
 
-from aggregate.settings import AggregateSettings, _plain
+from aggregate.settings import FIELD_KEYS, AggregateSettings, _plain
 
 
 class Mismatch(ValueError):
@@ -46,8 +45,7 @@ def recorded(parts: list[Path]) -> dict[str, dict[str, Any]]:
 
 def _keys(values: dict[str, Any]) -> list[str]:
     """The configuration keys an aggregation reads: its fields' keys and the [failure] thresholds."""
-    keys = [f.metadata["key"] for f in dataclasses.fields(AggregateSettings) if "key" in f.metadata]
-    return [k for k in keys if k not in NOT_IN_HASH] + sorted(k for k in values if k.startswith("failure."))
+    return [k for k in FIELD_KEYS.values() if k not in NOT_IN_HASH] + sorted(k for k in values if k.startswith("failure."))
 
 
 def _differ(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -85,8 +83,7 @@ def resolve(parts: list[Path], scale: str | None, options: dict[str, Any],
     changed = [k for k in keys if _plain(values[k]) != _plain(now(k))]
     if not changed:
         return current, ""
-    by_field = {f.name: f.metadata["key"] for f in dataclasses.fields(AggregateSettings) if "key" in f.metadata}
-    adopted = {name: _plain(values[key]) for name, key in by_field.items() if key in changed}
+    adopted = {name: _plain(values[key]) for name, key in FIELD_KEYS.items() if key in changed}
     if any(k.startswith("failure.") for k in changed):
         from rcea.stats import FailureThresholds
 

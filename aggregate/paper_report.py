@@ -10,13 +10,12 @@ paper's too, not a departure.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from functools import lru_cache
 from typing import Any
 
-from aggregate.settings import AggregateSettings, _plain
+from aggregate.settings import FIELD_KEYS, AggregateSettings, _plain
 
 ALPHA = 0.05  # the conventional two-sided level at which RQ3's "significant" is read (the paper names none)
 PAPER_PLACE = re.compile(r"\[paper [^:\]]+: \"([^\"]+)\"")
@@ -63,11 +62,10 @@ def settings_lines(st: AggregateSettings) -> list[str]:
     L = ["", "## Settings behind the reported numbers (tags: docs/settings.md)", "",
          "S stated in the paper, E the value of a source the paper cites, R reconstructed, C our choice.", "",
          "| Setting | This report | Tag | Paper's value |", "|---|---|---|---|"]
-    for f in dataclasses.fields(st):
-        key = f.metadata.get("key")
-        if key is None or key not in tags:
+    for name, key in FIELD_KEYS.items():
+        if key not in tags:
             continue
-        s, here = tags[key], getattr(st, f.name)
+        s, here = tags[key], getattr(st, name)
         paper = _cell(s.value) if s.status in ("S", "E") else "– (none)"
         mark = "" if _same(here, s.value) or s.status not in ("S", "E") else " (departure)"
         L.append(f"| `{key}` | {_cell(here)}{mark} | {s.status} | {paper} |")
@@ -89,11 +87,10 @@ def departures(scales: list[str], st: AggregateSettings) -> tuple[list[tuple], l
             cfg = load_config(sc)
             for key in tags:
                 here.setdefault(key, {})[sc] = cfg[key]
-    for f in dataclasses.fields(st):
-        key = f.metadata.get("key")
+    for name, key in FIELD_KEYS.items():
         if key in tags:
             for sc in (scales if any(s in SCALES for s in scales) else ["this report"]):
-                here.setdefault(key, {})[sc] = getattr(st, f.name)
+                here.setdefault(key, {})[sc] = getattr(st, name)
     paper, other = [], []
     for key, by_scale in here.items():
         s = tags[key]

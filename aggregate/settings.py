@@ -112,6 +112,9 @@ class AggregateSettings:
         return dataclasses.asdict(self)
 
 
+FIELD_KEYS: dict[str, str] = {f.name: f.metadata["key"] for f in dataclasses.fields(AggregateSettings)
+                              if "key" in f.metadata}
+"""{field: configuration key} of every field read from the configuration (`_setting`)."""
 
 
 def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettings:
@@ -123,14 +126,13 @@ def load_settings(scale: str | None = None, **overrides: Any) -> AggregateSettin
         from rcea.config import load_config
 
         cfg = load_config(scale)
-        known: dict[str, Any] = {f.name: cfg[f.metadata["key"]] for f in dataclasses.fields(base) if "key" in f.metadata}
+        known: dict[str, Any] = {name: cfg[key] for name, key in FIELD_KEYS.items()}
         from rcea.stats import FailureThresholds
 
         known["failure"] = FailureThresholds.from_config(cfg)
         base = base.replace(**known)
-    keys = {f.name: f.metadata["key"] for f in dataclasses.fields(base) if "key" in f.metadata}
     for name, value in overrides.items():
-        problem = out_of_range(keys[name], value) if name in keys and value is not None else ""
+        problem = out_of_range(FIELD_KEYS[name], value) if name in FIELD_KEYS and value is not None else ""
         if problem:  # the rule of the setting the option stands for (rcea.config.RANGES)
             raise ValueError(f"--{name.replace('_', '-')} {value}: {problem}")
     return base.replace(**overrides)
