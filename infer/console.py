@@ -57,8 +57,9 @@ class QueueWatch(threading.Thread):
         self.shown: tuple = (None, float("-inf"), 0)   # counts, time and finished jobs of the last line
 
     def show(self, final: bool = False) -> None:
-        """A line when the counts changed and: it is the last, or the first with a job running, or a tenth of
-        the jobs finished since the last line, or a minute passed since it."""
+        """The last line always (it names the log, even when the thread already showed the same counts); before
+        it, a line when the counts changed and: it is the first with a job running, or a tenth of the jobs
+        finished since the last line, or a minute passed since it."""
         try:
             c = self.counts()
         except Exception:   # noqa: BLE001 - a busy or damaged queue: the workers report it themselves
@@ -69,8 +70,8 @@ class QueueWatch(threading.Thread):
         key, now = tuple(sorted(c.items())), time.monotonic()
         first = self.shown[0] is None
         step = finished - self.shown[2] >= max(1, total // 10)
-        if key != self.shown[0] and (final or (first and (c.get("running") or finished > self.start_done))
-                                     or (not first and (step or now - self.shown[1] >= self.every_s))):
+        if final or (key != self.shown[0] and ((first and (c.get("running") or finished > self.start_done))
+                                               or (not first and (step or now - self.shown[1] >= self.every_s)))):
             here = finished - self.start_done
             print(counts_line(c, now - self.t0, here if here >= max(2, total // 10) else 0,
                               self.log if first or final else ""), file=self.console, flush=True)

@@ -31,3 +31,16 @@ def test_time_left_is_the_measured_rate_times_what_is_left():
     assert line == "[workers] 20/52 done, 2 running, ~5m 20s left"   # 10 jobs / 100 s, 32 to go
     assert counts_line({"pending": 0, "running": 0, "done": 4, "failed": 0}, 75.0, 4) == \
         "[workers] 4/4 done, 0 running, 1m 15s"
+
+
+def test_the_last_line_names_the_log_when_the_thread_already_showed_the_final_counts():
+    """The watching thread may see the queue finish before the process exits: the line at exit still comes."""
+    states = iter([{"pending": 1, "running": 1, "done": 0, "failed": 0}] + [{"pending": 0, "running": 0, "done": 2,
+                                                                               "failed": 0}] * 2)
+    out = io.StringIO()
+    w = QueueWatch(lambda: next(states), out, log="L.log")
+    w.show()
+    w.show()                     # the thread shows 2/2 done
+    w.show(final=True)           # the same counts at exit
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and re.fullmatch(r"\[workers\] 2/2 done, 0 running, \S+ \(log: L\.log\)", lines[-1]), lines
