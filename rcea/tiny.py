@@ -126,11 +126,16 @@ def tiny_corpus(cfg) -> list[str] | None:
     return toy.corpus(cfg["toy.seed"]) + [cfg["data.instruction"]] * 10
 
 
+def build_tiny_base(cfg, out_dir: str | Path) -> Path:
+    """Build the untrained tiny model of this configuration at `out_dir`: `tiny_spec`'s shape, its tokenizer
+    fitted to `tiny_corpus` (no build.json: the callers record the spec)."""
+    spec = tiny_spec(cfg)
+    return build_tiny_model(out_dir, corpus=tiny_corpus(cfg), **{k: spec[k] for k in TINY_SHAPE})
+
+
 def ensure_tiny_model(cfg) -> Path:
     """The untrained tiny model of this configuration (tokenizer fitted to its world), built once."""
-    spec, corpus = tiny_spec(cfg), tiny_corpus(cfg)
-    shape = {k: spec[k] for k in TINY_SHAPE}
-    return _build_once(tiny_model_dir(cfg), spec, lambda tmp: build_tiny_model(tmp, corpus=corpus, **shape))
+    return _build_once(tiny_model_dir(cfg), tiny_spec(cfg), lambda tmp: build_tiny_base(cfg, tmp))
 
 
 def ensure_policy(cfg) -> Path:

@@ -19,11 +19,10 @@ from rcea.warmstart import (PREFIX_STEPS, RECORD, SHIPPED_DIR, TOLERANCE, _base_
 
 def rebuild(cfg, work: Path, steps: int | None = None) -> tuple[Path, dict]:
     """Build the base model and the warm start (all of it, or its first `steps` steps) under `work`."""
-    from rcea.tiny import TINY_SHAPE, build_tiny_model, tiny_corpus, tiny_spec
+    from rcea.tiny import build_tiny_base, tiny_spec
 
-    spec = tiny_spec(cfg)   # what rcea.tiny.ensure_tiny_model builds and records
-    base = build_tiny_model(work / "base", corpus=tiny_corpus(cfg), **{k: spec[k] for k in TINY_SHAPE})
-    (base / "build.json").write_text(json.dumps(spec))
+    base = build_tiny_base(cfg, work / "base")   # what rcea.tiny.ensure_tiny_model builds and records
+    (base / "build.json").write_text(json.dumps(tiny_spec(cfg)))
     return warm_start(base, work / "warm", cfg, progress=steps is None, stop_after=steps), _base_hashes(base)
 
 
