@@ -41,8 +41,14 @@ def step_row(step: int, logs: dict, last: dict) -> dict:
             row[RENAMES.get(k, k)] = float(v)
     if "frac_reward_zero_std" in row:
         row["frac_nonzero_var"] = row["frac_nonzero_var_sampled"] = 1.0 - row["frac_reward_zero_std"]
-    row["fresh_rollout"] = float("reward" in row)
-    return {**{k: v for k, v in last.items() if k != "step"}, **row}
+    return carry_rollout(row, last)
+
+
+def carry_rollout(row: dict, last: dict) -> dict:
+    """A step's line with the rollout fields of `last` (the line before it) under its own: a step that reuses a
+    rollout logs none and repeats those of the rollout it trains on; fresh_rollout says which (1 fresh, 0 reused).
+    Shared with train/monitor.py's StepLogger, so both writers keep one format."""
+    return {**{k: v for k, v in last.items() if k != "step"}, **row, "fresh_rollout": float("reward" in row)}
 
 
 class RCEACallback(TrainerCallback):

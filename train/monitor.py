@@ -8,6 +8,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from train.callback import carry_rollout
+
 # Fields every step line carries (TRL's own names where TRL logs them); besides these, each line carries its
 # objective's own metrics (train.objectives registry: `metrics`, e.g. clip ratios only where there is a clip).
 STEP_FIELDS = ("reward", "entropy", "response_length", "boxed_rate", "truncation_rate", "step_time", "loss")
@@ -84,10 +86,7 @@ class StepLogger(TrainerCallback):
         if not logs or "train_runtime" in logs:
             return
         row = {"step": state.global_step, **{k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}}
-        # Steps that reuse a rollout (num_iterations > 1) log no rollout fields: repeat those of the rollout
-        # they train on, and say so with fresh_rollout = 0.
-        row["fresh_rollout"] = float("reward" in row)
-        row = {**{k: v for k, v in self._last.items() if k not in ("step",)}, **row}
+        row = carry_rollout(row, self._last)   # a step reusing a rollout (num_iterations > 1) repeats its fields
         self._last = row
         with self.steps_path.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
