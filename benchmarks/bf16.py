@@ -25,6 +25,8 @@ import math
 
 import torch
 
+from train.gpu_measure import frozen_copy
+
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # DAPO's / Clip-Cov's clip range (configs/objectives.toml)
 
 
@@ -41,10 +43,6 @@ def tiny_policy(overrides=()):
     seed_everything(cfg["train.seed"])
     model, tok = load_policy(cfg)
     return cfg, get_peft_model(model, lora_config(cfg)), tok
-
-
-def frozen(model) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
 
 
 def sample(model, tok, cfg, n: int = 16, tokens: int = 32, seed: int = 0) -> torch.Tensor:
@@ -68,7 +66,7 @@ def logprobs(model, ids) -> torch.Tensor:
 
 
 def drift_row(syncs, model, pristine, ids, ref_lp) -> str:
-    now = frozen(model)
+    now = frozen_copy(model)
     diffs = torch.cat([(now[n].float() - pristine[n].float()).flatten() for n in pristine])
     delta_rms = lora_delta_rms(model)
     lp = logprobs(model, ids)
@@ -110,7 +108,7 @@ def run_drift(steps: int, counts: list[int]) -> None:
 
     over = [f"train.max_steps={steps}", "train.warmup_ratio=0.0", "train.report_to='none'", "train.save_steps=100000"]
     cfg, model, tok = tiny_policy(over)
-    pristine = frozen(model)
+    pristine = frozen_copy(model)
     mu = cfg["train.num_iterations"]
     steps_seen: list[float] = []
 
@@ -137,7 +135,7 @@ def run_drift(steps: int, counts: list[int]) -> None:
     model = trainer.model.eval()
     syncs = math.ceil(steps / mu)
     ids = sample(model, tok, cfg)
-    drifted = frozen(model)
+    drifted = frozen_copy(model)
     with torch.no_grad():  # the reference: the trained adapter on the pristine base
         for n, p in model.named_parameters():
             if n in pristine:
