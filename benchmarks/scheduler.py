@@ -34,6 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 GPUS = 8
 SCALE = "3b"
@@ -93,17 +94,13 @@ def study_costs(train_weight: float = 3.0) -> tuple[dict[str, float], dict[str, 
     steps = cfg["train.max_steps"] if cfg["train.max_steps"] > 0 else 4000
     train = train_weight * steps * cfg["train.per_device_batch"] * cfg["train.grad_accum"] * \
         cfg["train.max_completion_tokens"]
-    jobs, old = {}, os.environ.get("RCEA_DATA")
-    with tempfile.TemporaryDirectory(dir=FAST_DIR) as tmp:
-        os.environ["RCEA_DATA"] = tmp
-        try:
-            for m in METHODS:
-                _fake_run(Path(tmp), m, range(cfg["train.save_steps"], steps + 1, cfg["train.save_steps"]), steps)
-                planned = plan_jobs(cfg, SCALE, m, "all", [])
-                jobs[m] = [{"key": j["key"], "group": j["payload"]["adapter"] or "base", "cost": j["cost"]}
-                           for j in planned]
-        finally:
-            os.environ.pop("RCEA_DATA") if old is None else os.environ.__setitem__("RCEA_DATA", old)
+    jobs = {}
+    with tempfile.TemporaryDirectory(dir=FAST_DIR) as tmp, mock.patch.dict(os.environ, {"RCEA_DATA": tmp}):
+        for m in METHODS:
+            _fake_run(Path(tmp), m, range(cfg["train.save_steps"], steps + 1, cfg["train.save_steps"]), steps)
+            planned = plan_jobs(cfg, SCALE, m, "all", [])
+            jobs[m] = [{"key": j["key"], "group": j["payload"]["adapter"] or "base", "cost": j["cost"]}
+                       for j in planned]
     return {m: train for m in jobs}, jobs
 
 
@@ -114,7 +111,10 @@ def units(train: dict[str, float], jobs: dict[str, list[dict]], seconds_per_cost
     for m, js in jobs.items():
         for j in js:
             u = SleepUnit(f"infer:{j['key']}", "infer", j["group"], j["cost"] * seconds_per_cost)
-            (base.__setitem__(u.key, u) if j["group"] == "base" else runs.setdefault(m, []).append(u))
+            if j["group"] == "base":
+                base[u.key] = u
+            else:
+                runs.setdefault(m, []).append(u)
     return t, runs, list(base.values())
 
 
