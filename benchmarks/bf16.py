@@ -45,6 +45,19 @@ def tiny_policy(overrides=()):
     return cfg, get_peft_model(model, lora_config(cfg)), tok
 
 
+def adapter(model) -> list[torch.Tensor]:
+    """The LoRA adapter's parameters, in order."""
+    return [p for n, p in model.named_parameters() if "lora_" in n]
+
+
+@torch.no_grad()
+def load_frozen(model, tensors: dict[str, torch.Tensor]) -> None:
+    """Copy `tensors` (a `frozen_copy`) into the model's frozen weights."""
+    for n, p in model.named_parameters():
+        if n in tensors:
+            p.copy_(tensors[n])
+
+
 def sample(model, tok, cfg, n: int = 16, tokens: int = 32, seed: int = 0) -> torch.Tensor:
     """n sequences: training prompts and completions the model samples (temperature 1)."""
     from rcea.data import chat_messages, load_train_records
@@ -117,13 +130,13 @@ def run_drift(steps: int, counts: list[int]) -> None:
 
         def on_step_begin(self, args, state, control, **kw):
             if state.global_step % mu == 0:
-                before = [p.detach().clone() for n, p in model.named_parameters() if "lora_" in n]
+                before = [p.detach().clone() for p in adapter(model)]
                 cycle(model)
                 self.prev = before
 
         def on_step_end(self, args, state, control, **kw):
             if state.global_step % mu == 0:
-                now = [p.detach() for n, p in model.named_parameters() if "lora_" in n]
+                now = [p.detach() for p in adapter(model)]
                 sq = sum(float((a - b).pow(2).sum()) for a, b in zip(now, self.prev))
                 steps_seen.append(math.sqrt(sq / sum(a.numel() for a in now)))
 
@@ -136,31 +149,23 @@ def run_drift(steps: int, counts: list[int]) -> None:
     syncs = math.ceil(steps / mu)
     ids = sample(model, tok, cfg)
     drifted = frozen_copy(model)
-    with torch.no_grad():  # the reference: the trained adapter on the pristine base
-        for n, p in model.named_parameters():
-            if n in pristine:
-                p.copy_(pristine[n])
-        ref_lp = logprobs(model, ids)
-        for n, p in model.named_parameters():
-            if n in drifted:
-                p.copy_(drifted[n])
+    load_frozen(model, pristine)  # the reference: the trained adapter on the pristine base
+    ref_lp = logprobs(model, ids)
+    load_frozen(model, drifted)
     step_rms = sum(steps_seen) / max(len(steps_seen), 1)
     print(f"tiny bf16 GRPO run, {steps} steps, {syncs} syncs (TRL's merge / unmerge), the adapter moving "
           f"{step_rms:.2e} RMS per sync; then the same cycles with the adapter moving by that step at random:")
     print(drift_row(syncs, model, pristine, ids, ref_lp))
     # continue the cycles: the base keeps drifting, the reference is the moving adapter on the pristine base
     gen = torch.Generator().manual_seed(1)
-    lora = [p for n, p in model.named_parameters() if "lora_" in n]
     ref_model = copy.deepcopy(model)
-    with torch.no_grad():
-        for n, p in ref_model.named_parameters():
-            if n in pristine:
-                p.copy_(pristine[n])
+    load_frozen(ref_model, pristine)
+    lora, ref_lora = adapter(model), adapter(ref_model)
     done = syncs
     for target in sorted(c for c in counts if c > syncs):
         while done < target:
             with torch.no_grad():
-                for p, q in zip(lora, [p for n, p in ref_model.named_parameters() if "lora_" in n]):
+                for p, q in zip(lora, ref_lora):
                     p.add_(torch.randn(p.shape, generator=gen) * step_rms)
                     q.copy_(p)
             cycle(model)
@@ -175,7 +180,7 @@ def run_ratios(moves: list[float], untrained: bool = False) -> None:
     ids = sample(model, tok, cfg, n=32, tokens=32)
     prompt_len = ids.size(1) - 32
     target = ids[:, prompt_len:]
-    lora = [p for n, p in model.named_parameters() if "lora_" in n]
+    lora = adapter(model)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in lora:  # a trained adapter (PEFT starts B at zero)
@@ -204,7 +209,7 @@ def run_ratios(moves: list[float], untrained: bool = False) -> None:
         with torch.no_grad():
             for p, b in zip(lora, base):
                 p.copy_(b + torch.randn(p.shape, generator=gen) * move)
-            for p, q in zip([p for n, p in fp32.named_parameters() if "lora_" in n], lora):
+            for p, q in zip(adapter(fp32), lora):
                 p.copy_(q)  # the same adapter in the all-fp32 reference
         new = three(model, fp32)
         r16, rhead, r32 = (torch.exp(n - o) for n, o in zip(new, old))
