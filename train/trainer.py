@@ -82,7 +82,7 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         gen = self.args.generation_kwargs or {}   # train.run.grpo_config puts data.stop_tokens there
         stops = gen.get("stop_token_ids", gen.get("eos_token_id", self.eos_token_id))
         self.stop_ids = sorted({stops} if isinstance(stops, int) else set(stops))
-        use_policy_weights(self)  # colocated sleep mode: rollouts from the policy, not the checkpoint
+        use_policy_weights(self)  # vLLM: LoRA merged out of place; in sleep mode rollouts from the policy
 
     # ---- rollout side (once per generation batch) -------------------------------------------------
 
