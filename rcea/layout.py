@@ -145,10 +145,13 @@ def __getattr__(name: str):
     """`JOB_KINDS`: the measurement job kinds a study plans (configs/base.toml `measure.kinds`, each a module
     of infer/kinds/), read when first asked for; the orchestration's `--what` choices, which it needs without
     the inference role's code."""
-    if name == "JOB_KINDS":   # imported here, when asked: rcea.config reaches rcea.store, which reads this module
-        from rcea.config import base_value
+    if name == "JOB_KINDS":   # the file itself: rcea.config reaches rcea.store, which imports this module, so
+        import tomllib        # going through rcea.config's reader would close an import cycle
 
-        return tuple(base_value("measure.kinds"))
+        from rcea.paths import configs_dir
+
+        with (configs_dir() / "base.toml").open("rb") as fh:
+            return tuple(tomllib.load(fh)["measure"]["kinds"]["value"])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
