@@ -36,7 +36,7 @@ def main(argv=None) -> int:
         from rcea.launch import tiny_model
 
         if args.reward != "verifier" and not tiny_model(cfg):
-            raise TrainSetupError("--reward synthetic is a smoke-test reward for the tiny model only (--scale tiny)")
+            raise TrainSetupError("--reward synthetic is a smoke-test reward for the tiny model (--scale tiny only)")
         run_training(cfg, args.output, resume=args.resume, reward=args.reward)
     except (ConfigError, TrainSetupError, DamagedRun) as exc:
         print(f"error: {exc}", file=sys.stderr)
