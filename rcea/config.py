@@ -185,9 +185,10 @@ class Config:
     def hash(self, scope: str | None = None) -> str:
         """Identity of the run: every setting (of `scope`, see `in_scope`) except those that only say where
         or how fast a service is reached (`NOT_IN_HASH`), so moving the judge to another port does not
-        orphan finished runs."""
+        orphan finished runs. Values only: a status tag (S/E/R/C) says where a value comes from, not what the
+        run did, so retagging a setting keeps every finished run."""
         d = self.to_dict(scope)
-        d["settings"] = {k: v for k, v in d["settings"].items() if k not in NOT_IN_HASH}
+        d["settings"] = {k: v["value"] for k, v in d["settings"].items() if k not in NOT_IN_HASH}
         blob = json.dumps(d, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -120,6 +120,21 @@ def test_endpoint_settings_do_not_change_the_run_identity(tmp_path):
     assert load_config("tiny", "grpo", ["judge.temperature=0.5"]).hash() != cfg.hash()
 
 
+def test_a_status_tag_is_not_part_of_the_run_identity():
+    """Retagging a setting (R -> S once a quote is found) must not orphan finished runs; a value change must."""
+    import dataclasses
+
+    cfg = load_config("tiny", "grpo")
+    retagged = load_config("tiny", "grpo")
+    key = "train.learning_rate"
+    old = retagged._s[key]
+    retagged._s[key] = dataclasses.replace(old, status="C" if old.status != "C" else "R")
+    assert retagged.to_dict()["settings"][key]["status"] != cfg.to_dict()["settings"][key]["status"]
+    assert retagged.hash() == cfg.hash() and retagged.hash("train") == cfg.hash("train")
+    retagged._s[key] = dataclasses.replace(old, value=old.value * 2)
+    assert retagged.hash("train") != cfg.hash("train")
+
+
 def test_environment_overrides_apply_before_command_line(monkeypatch):
     monkeypatch.setenv("RCEA_OVERRIDES", "train.max_steps=7; train.seed=3")
     cfg = load_config("tiny", "grpo", ["train.seed=5"])
