@@ -3,6 +3,7 @@
     python -m infer enqueue --scale tiny --method grpo|base --what all [--override probe.k=4] [--retry-failed]
     python -m infer worker  [--scale tiny] [--gpu 0] [--until-empty] [--processes 2] [--backend auto|hf|vllm] [--lease 300] [--report 30] [--progress]
     python -m infer status  [--scale tiny] [--jobs] [--summary] [--check] [--follow 30]
+    python -m infer hold    [--scale tiny]    (the queue stays open, more jobs may come, until stdin closes)
     python -m infer plan    --scale tiny --method grpo --what all      (job specs as JSON lines; infer/unit_cli.py)
     python -m infer run-job --spec-file JOB.json [--spec-file ...]     (run specs in this process, idempotent)
 
@@ -149,6 +150,40 @@ def _sibling_worker(args):
     return subprocess.Popen(argv)
 
 
+def cmd_hold(args) -> int:
+    """Hold the scale's queue open (infer.queue: workers with --until-empty wait for more jobs) until this
+    process's stdin ends: the study holds the pipe while its training runs may still enqueue, and closes it
+    after the train stage; a killed study closes it too (and a killed holder's heartbeat goes stale)."""
+    import signal
+    import threading
+
+    from infer.queue import Queue, worker_name
+    from rcea.layout import queue_path
+
+    args.scale = worker_scale(args)
+    if args.scale is None:
+        return 2
+    q, holder = Queue(queue_path(args.scale)), f"hold@{worker_name()}"
+    q.open(holder)
+    print(f"queue {q.path}: open (held by {holder} until its stdin ends)", flush=True)
+    ended = threading.Event()
+
+    def until_eof() -> None:
+        while sys.stdin.buffer.read(65536):
+            pass
+        ended.set()
+
+    threading.Thread(target=until_eof, daemon=True).start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: ended.set())
+    while not ended.wait(args.beat):
+        if not q.beat(holder):   # closed (or re-opened) by another holder: nothing left to hold
+            break
+    q.close(holder)
+    print(f"queue {q.path}: closed", flush=True)
+    return 0
+
+
 def cmd_status(args) -> int:
     from infer.queue import Queue
     from rcea.layout import queue_path
@@ -187,8 +222,9 @@ def cmd_status(args) -> int:
 
 
 def follow(q, every_s: float, sleep=None) -> int:
-    """Until nothing is pending or running: the counts whenever they change (at least every `every_s`
-    seconds); then 0 when every job is done, 3 when some failed (each listed). The `infer-workers` group."""
+    """Until nothing is pending or running and the queue is not open: the counts whenever they change (at least
+    every `every_s` seconds); then 0 when every job is done, 3 when some failed (each listed). The
+    `infer-workers` group."""
     import time
 
     sleep = sleep or time.sleep
@@ -198,7 +234,7 @@ def follow(q, every_s: float, sleep=None) -> int:
         if counts != last or time.monotonic() - said >= every_s:
             print(f"queue: {counts}", flush=True)
             last, said = counts, time.monotonic()
-        if not counts["pending"] and not counts["running"]:
+        if q.drained(counts):   # nothing pending or running, and no study holds the queue open
             break
         sleep(min(every_s, 2.0))
     failed = [j for j in q.jobs() if j["state"] == "failed"]
@@ -212,6 +248,7 @@ def main(argv=None) -> int:
     from rcea.config import BASE_METHOD, METHODS, SCALES
 
     from infer.plan import KINDS
+    from infer.queue import BEAT_S
 
     p = argparse.ArgumentParser(prog="python -m infer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -225,7 +262,8 @@ def main(argv=None) -> int:
     w = sub.add_parser("worker", help="run queued jobs")
     w.add_argument("--scale", default=None, help=f"{', '.join(SCALES)} (default: $RCEA_SCALE; required)")
     w.add_argument("--gpu", type=int, default=None, help="GPU index this worker uses")
-    w.add_argument("--until-empty", action="store_true", help="exit when nothing is pending or running")
+    w.add_argument("--until-empty", action="store_true",
+                   help="exit when nothing is pending or running and the queue is not held open (`hold`)")
     w.add_argument("--backend", default="auto", choices=("auto", "hf", "vllm"), help="generation backend")
     w.add_argument("--lease", type=float, default=float(os.environ.get("RCEA_LEASE_S") or 300.0),
                    help="seconds a claim lasts without a heartbeat (default: $RCEA_LEASE_S or 300); a holder "
@@ -238,6 +276,9 @@ def main(argv=None) -> int:
     w.add_argument("--progress", action="store_true",
                    help="print one progress line for the queue; every worker's own output goes to "
                         "<data>/logs/workers/<scale>.log")
+    h = sub.add_parser("hold", help="keep the queue open (more jobs may come) until stdin ends")
+    h.add_argument("--scale", default=None, help=f"{', '.join(SCALES)} (default: $RCEA_SCALE)")
+    h.add_argument("--beat", type=float, default=BEAT_S, help="seconds between heartbeats")
     s = sub.add_parser("status", help="show the queue")
     s.add_argument("--scale", default=None, help=f"{', '.join(SCALES)} (default: $RCEA_SCALE)")
     s.add_argument("--jobs", action="store_true", help="list every job")
@@ -250,7 +291,7 @@ def main(argv=None) -> int:
 
     unit_cli.add_parsers(sub, SCALES, METHODS, KINDS)
     args = p.parse_args(argv)
-    return {"enqueue": cmd_enqueue, "worker": cmd_worker, "status": cmd_status, "plan": unit_cli.cmd_plan,
+    return {"enqueue": cmd_enqueue, "worker": cmd_worker, "hold": cmd_hold, "status": cmd_status, "plan": unit_cli.cmd_plan,
             "run-job": unit_cli.cmd_run_job}[args.cmd](args)
 
 

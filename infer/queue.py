@@ -8,6 +8,12 @@ claims, after which it is `failed` with the reason. Claims take the most expensi
 pending job first (longest-processing-time order keeps many workers busy to the end).
 Keys are unique, so enqueueing is idempotent: a known key (pending, running or done) is left alone.
 
+The queue is *open* while a study may still enqueue (its training runs enqueue their measurements as each
+finishes): `open(holder)` writes one row with a heartbeat, which the holder refreshes (`beat`) every BEAT_S
+seconds, and `close()` removes it. A heartbeat older than STALE_S counts as closed, so a holder that was killed
+never leaves the workers waiting. Workers with `--until-empty` exit only when nothing is pending or running
+and the queue is not open (`drained`); `python -m infer hold` is the holder the study runs.
+
 A damaged database (truncated, a page or the header overwritten: `sqlite3.DatabaseError`) is found when a
 Queue opens it (`PRAGMA quick_check`): it is moved aside to `<file>.damaged` and an empty queue takes its place,
 said in one line. Nothing is lost that matters: the study enqueues its jobs again, and the table parts, not the
@@ -34,6 +40,8 @@ from pathlib import Path
 
 STATES = ("pending", "running", "done", "failed")
 KILLED_ROUNDS = 3   # reruns that retry a job whose holders were all killed, before it needs --retry-failed
+BEAT_S = 10.0       # how often the holder of an open queue refreshes its heartbeat
+STALE_S = 60.0      # a heartbeat older than this: the holder is gone, the queue counts as closed
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -55,6 +63,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     rounds INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (state, cost);
+CREATE TABLE IF NOT EXISTS opened (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    holder TEXT NOT NULL,
+    heartbeat REAL NOT NULL
+);
 """
 
 
@@ -303,6 +316,32 @@ class Queue:
             self._expire(db, time.time())
             rows = db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
         return {s: dict(rows).get(s, 0) for s in STATES}
+
+    def open(self, holder: str) -> None:
+        """Mark the queue open (more jobs may come) under `holder`, replacing any earlier (stale) holder."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO opened (one, holder, heartbeat) VALUES (1, ?, ?)", (holder, time.time()))
+
+    def beat(self, holder: str) -> bool:
+        """Refresh `holder`'s heartbeat; False when the queue is no longer open under it (closed, or taken)."""
+        with self._tx() as db:
+            cur = db.execute("UPDATE opened SET heartbeat=? WHERE one=1 AND holder=?", (time.time(), holder))
+            return cur.rowcount == 1
+
+    def close(self, holder: str | None = None) -> None:
+        """Mark the queue closed (no more jobs come): `holder`'s opening only, or any (None)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM opened WHERE one=1 AND (? IS NULL OR holder=?)", (holder, holder))
+
+    def is_open(self, stale_s: float = STALE_S) -> bool:
+        """Whether a holder keeps the queue open: its row exists and its heartbeat is fresher than `stale_s`."""
+        row = self._conn().execute("SELECT heartbeat FROM opened WHERE one=1").fetchone()
+        return row is not None and time.time() - row[0] < stale_s
+
+    def drained(self, counts: dict | None = None) -> bool:
+        """Nothing pending or running, and no more jobs can come (the queue is not open): workers may exit."""
+        counts = counts or self.counts()
+        return not counts["pending"] and not counts["running"] and not self.is_open()
 
     def jobs(self) -> list[dict]:
         db = sqlite3.connect(self.path, timeout=60.0)

@@ -128,7 +128,8 @@ class Display:
 
 def run_worker(queue: Queue, runner: Runner, ctx=None, until_empty: bool = False, poll_s: float = 5.0,
                name: str | None = None, display: Display | None = None, report_s: float = 30.0) -> dict:
-    """Claim and run jobs; with `until_empty`, stop when nothing is pending or running. Returns counts."""
+    """Claim and run jobs; with `until_empty`, stop when nothing is pending or running and the queue is not open
+    (a study that may still enqueue holds it open: infer.queue). Returns counts."""
     name = name or worker_name()
     display = display or Display(name)
     stats = {"done": 0, "failed": 0}
@@ -137,7 +138,7 @@ def run_worker(queue: Queue, runner: Runner, ctx=None, until_empty: bool = False
         job = queue.claim(name)
         if job is None:
             counts = queue.counts()
-            if until_empty and counts["running"] == 0 and counts["pending"] == 0:
+            if until_empty and queue.drained(counts):
                 return stats
             if counts["running"] and time.monotonic() - reported >= report_s:
                 _report_wait(name, queue, display.stream)

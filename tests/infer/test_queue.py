@@ -311,3 +311,72 @@ def test_the_worker_command_says_a_queue_damaged_while_it_ran_in_one_line(tmp_pa
     assert main(["worker", "--scale", "tiny", "--until-empty"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "queue.sqlite is damaged (file is not a database)" in err
+
+
+def test_an_until_empty_worker_waits_while_the_queue_is_open_and_exits_once_it_is_closed(tmp_path):
+    """A study holds the queue open while its training runs may still enqueue: an idle `--until-empty` worker
+    must wait for their jobs (it used to exit as soon as nothing was pending), run what comes, and exit once
+    the study closes the queue and nothing is left."""
+    q = Queue(tmp_path / "q.sqlite")
+    q.open("study")
+    ran = []
+    worker = threading.Thread(target=run_worker, args=(q, lambda payload, ctx, progress: ran.append(payload["i"])),
+                              kwargs=dict(until_empty=True, poll_s=0.02, name="w", display=Quiet()))
+    worker.start()
+    time.sleep(0.3)
+    assert worker.is_alive() and ran == []          # empty but open: waits
+    q.enqueue("late", "k", {"i": 1})                 # a run finished and enqueued its job
+    deadline = time.monotonic() + 5
+    while not ran and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    assert ran == [1] and worker.is_alive()          # ran it, and still waits: the queue is still open
+    q.close("someone else")                          # only the holder's own opening is closed by name
+    assert q.is_open()
+    q.enqueue("last", "k", {"i": 2})
+    q.close("study")
+    worker.join(timeout=5)
+    assert not worker.is_alive() and ran == [1, 2]   # the last job too, then out
+    assert q.counts() == {"pending": 0, "running": 0, "done": 2, "failed": 0} and q.drained()
+
+
+def test_a_stale_heartbeat_counts_as_closed(tmp_path):
+    """A killed study cannot close its queue: once its heartbeat is older than the staleness limit the queue
+    counts as closed, so the workers never wait forever; a live holder's beat keeps it open."""
+    q = Queue(tmp_path / "q.sqlite")
+    q.open("study")
+    assert q.is_open() and not q.drained()
+    q._conn().execute("UPDATE opened SET heartbeat = heartbeat - 61")   # 61 s without a beat (STALE_S = 60)
+    assert not q.is_open() and q.drained()
+    assert q.is_open(stale_s=120)                                       # the limit decides, not the row
+    assert q.beat("study") and q.is_open()                              # the holder beats again: open
+    assert not q.beat("other")                                          # not its holder: nothing refreshed
+    q._conn().execute("UPDATE opened SET heartbeat = heartbeat - 61")   # then killed: an idle worker exits at once
+    t = time.monotonic()
+    stats = run_worker(q, lambda payload, ctx, progress: {}, until_empty=True, poll_s=5, name="w", display=Quiet())
+    assert stats == {"done": 0, "failed": 0} and time.monotonic() - t < 1
+
+
+def test_infer_hold_keeps_the_queue_open_until_its_stdin_ends(tmp_path):
+    """`python -m infer hold`, as the study runs it (a pipe on its stdin): the queue is open once it says so,
+    and closed when the pipe closes (the study after its train stage, or the study killed)."""
+    import os
+    import subprocess
+    import sys
+
+    from rcea.layout import queue_path
+
+    env = dict(os.environ, RCEA_DATA=str(tmp_path))
+    hold = subprocess.Popen([sys.executable, "-m", "infer", "hold", "--scale", "tiny", "--beat", "0.1"],
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        first = hold.stdout.readline()
+        q = Queue(queue_path("tiny", tmp_path))
+        assert "open" in first and q.is_open()
+        time.sleep(0.3)
+        assert q.is_open() and hold.poll() is None
+        hold.stdin.close()
+        assert hold.wait(timeout=10) == 0 and "closed" in hold.stdout.read()
+        assert not q.is_open() and q._conn().execute("SELECT count(*) FROM opened").fetchone() == (0,)
+    finally:
+        hold.kill()
