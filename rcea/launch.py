@@ -9,6 +9,8 @@ here, read once per scale, never a comparison with a scale's name:
     slots         units of each role side by side on one host ({train = N, infer = M})
     workers       measurement workers started when --num-workers is not given (and $NUM_WORKERS is unset)
     train_gpus    the host GPUs training containers are pinned to, one run per GPU side by side ([] on CPU)
+    infer_gpus    the host GPUs of a study's measurement workers, one worker each, which run while training does
+                  ([] on a GPU device: every GPU of the host's MAX_WORKERS not in train_gpus; none may train)
     judge_server  whether the study starts the judge / codebook model server itself (compose's `judge`)
     data          the data folder as the role processes see it ($RCEA_DATA first under the local launcher)
     results       the host folder the results are copied to ($RCEA_RESULTS first under the local launcher)
@@ -41,6 +43,7 @@ class Launch:
     slots: dict
     workers: int
     train_gpus: tuple[int, ...]
+    infer_gpus: tuple[int, ...]
     judge_server: bool
     data: str
     results: str
@@ -63,6 +66,16 @@ class Launch:
     def train_slots(self) -> int:
         """Training runs side by side: one per training GPU, else the scale's slots."""
         return len(self.train_gpus) if self.gpus and self.train_gpus else self.slots["train"]
+
+    def worker_gpus(self, n: int) -> tuple[int, ...]:
+        """The GPUs of a study's `n` measurement workers: the first `n` of infer_gpus (--num-workers caps them,
+        and there are never more workers than GPUs that do not train); () on CPU."""
+        return self.infer_gpus[:n] if self.gpus else ()
+
+    def study_workers(self, n: int) -> int:
+        """How many measurement workers a study runs for --num-workers `n`: `n` processes on CPU, else one per
+        GPU of worker_gpus(n)."""
+        return len(self.worker_gpus(n)) if self.gpus else n
 
 
 def launch(scale: str, root: str | Path | None = None) -> Launch:
@@ -98,13 +111,25 @@ def _read(scale: str, cdir: str) -> Launch:
         raise ConfigError(f"{where}: train_gpus must be a list of distinct host GPU indices, got {gpus!r}")
     if table["device"] == "gpu" and not gpus:
         raise ConfigError(f"{where}: device = \"gpu\" needs at least one training GPU in train_gpus (e.g. [0])")
+    infer = table["infer_gpus"]
+    if not isinstance(infer, list) or not all(value_fits(int, g) and g >= 0 for g in infer) or len(set(infer)) != len(infer):
+        raise ConfigError(f"{where}: infer_gpus must be a list of distinct host GPU indices, got {infer!r}")
+    if set(infer) & set(gpus):
+        raise ConfigError(f"{where}: infer_gpus and train_gpus share GPU(s) {sorted(set(infer) & set(gpus))}: a "
+                          "measurement worker runs while training does, so it never shares a training GPU")
+    if table["device"] == "gpu" and not infer:   # every GPU of the host (compose.yaml's 8 workers) that does not train
+        infer = [g for g in range(MAX_WORKERS) if g not in gpus]
+    if table["device"] == "gpu" and not infer:
+        raise ConfigError(f"{where}: every GPU trains (train_gpus {gpus}): name a GPU for the measurement workers "
+                          "in infer_gpus")
     if not isinstance(table["judge_server"], bool):
         raise ConfigError(f"{where}: judge_server must be true or false")
     for key in ("data", "results"):
         if not isinstance(table[key], str) or not table[key]:
             raise ConfigError(f"{where}: {key} must be a folder name")
     return Launch(scale, table["launcher"], table["device"], dict(slots), workers, tuple(gpus),
-                  table["judge_server"], table["data"], table["results"])
+                  tuple(infer) if table["device"] == "gpu" else (), table["judge_server"], table["data"],
+                  table["results"])
 
 
 def tiny_model(cfg) -> bool:

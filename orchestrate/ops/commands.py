@@ -136,19 +136,25 @@ def worker_services(n: int) -> list[str]:
     return [f"infer-worker-{i}" for i in range(n)]
 
 
-def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = True, lease: float = 0) -> list[str]:
-    """Local launcher: `num_workers` local worker processes (one CPU thread each) until the queue is empty, one
-    progress line on the terminal (each worker's own output in <data>/logs/workers/<scale>.log: infer.console).
+def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = True, lease: float = 0,
+                    gpus=None) -> list[str]:
+    """Local launcher: `num_workers` local worker processes (one CPU thread each) until the queue is empty and
+    not held open (infer.queue), one progress line on the terminal (each worker's own output in
+    <data>/logs/workers/<scale>.log: infer.console).
     Compose: the `infer-workers` group of compose.yaml (workers 0..NUM_WORKERS-1 on GPUs 0..NUM_WORKERS-1, no
     container for a GPU beyond them, and a follower of the queue; the same as a bare `docker compose up
-    infer-workers` with that NUM_WORKERS):
-    detached for `invoke workers` (`docker compose logs -f infer-workers` follows it), attached in the study,
-    which returns when every worker and the follower have exited and stops them all if one fails."""
+    infer-workers` with that NUM_WORKERS); `gpus` (a study's: rcea.launch worker_gpus) puts worker i on host
+    GPU gpus[i] instead (compose.yaml's INFER_GPU_<i>) and runs one worker per GPU listed:
+    detached for `invoke workers` and for a study's workers while it trains (`docker compose logs -f
+    infer-workers` follows them), attached in the study's workers stage, which re-attaches to those containers
+    (the same configuration: Compose leaves them running), returns when every worker and the follower have
+    exited and stops them all if one fails."""
     if launch(scale).local:
         return local_command("infer", ["worker", "--scale", scale, "--until-empty",
                                        "--processes", str(num_workers),
                                        *(["--lease", f"{lease:g}"] if lease else []), "--progress"])
-    env = {"NUM_WORKERS": num_workers, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
+    pinned = {f"INFER_GPU_{i}": g for i, g in enumerate(gpus or ())}
+    env = {"NUM_WORKERS": len(pinned) or num_workers, **pinned, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
     how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
     return with_scale(scale, compose("up", *how, WORKERS_GROUP), **env)
 
@@ -157,6 +163,12 @@ def warm_start_command(write: bool = False, steps: int = 0) -> list[str]:
     """Rebuild the shipped tiny warm start and compare it (rcea.warmstart_rebuild); --write replaces it."""
     return local_command("rcea.warmstart_rebuild", ["--rebuild", *(["--write"] if write else []),
                                             *(["--steps", str(steps)] if steps else [])])
+
+
+def hold_command(scale: str) -> list[str]:
+    """`python -m infer hold`: the queue stays open (idle workers wait for more jobs) until this command's stdin
+    ends; the study runs it in the background through its train stage, its stdin a pipe (-T: no TTY)."""
+    return role_command("infer", ["hold", "--scale", scale], scale, run_opts=("-T",))
 
 
 def status_command(scale: str, check: bool = False) -> list[str]:

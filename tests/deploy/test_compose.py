@@ -66,7 +66,7 @@ def test_eight_distinct_single_gpu_workers(services):
         assert services[name]["environment"]["NUM_WORKERS"] == "${NUM_WORKERS:-8}"
         assert "CUDA_VISIBLE_DEVICES" not in services[name]["environment"], "hides the device in the container"
         assert "replicas" not in services[name].get("deploy", {}), "replicas would all share one GPU"
-    assert ids == [str(i) for i in range(8)]
+    assert ids == [f"${{INFER_GPU_{i}:-{i}}}" for i in range(8)]   # worker k on GPU k unless a study moves it
 
 
 def test_no_device_request_has_both_count_and_device_ids(services):

@@ -166,3 +166,27 @@ def test_a_typo_in_the_override_fails_compose(compose, tmp_path):
     bad.write_text("services:\n  judge:\n    healthcheck: {intervall: 5s}\n")
     out = compose("config", "-q", files=("compose.yaml", str(bad)))
     assert out.returncode != 0 and "intervall" in out.stderr
+
+
+def test_a_study_puts_its_workers_on_the_gpus_that_do_not_train(compose):
+    """The study starts its measurement workers while it trains: as Compose reads the study's own command, each
+    worker holds one GPU of rcea.launch's infer_gpus (3b: every GPU of the host but the training GPU 0), no GPU
+    is both a worker's and a training run's, and --num-workers caps the workers (never more than the GPUs that
+    do not train). `invoke workers` alone (no training) keeps workers 0..N-1 on GPUs 0..N-1."""
+    from orchestrate.ops import commands
+    from rcea.launch import launch
+
+    lc = launch("3b")
+    assert lc.train_gpus == (0,) and lc.infer_gpus == (1, 2, 3, 4, 5, 6, 7)
+    for n, expected in ((8, 7), (7, 7), (3, 3), (1, 1)):
+        gpus_ = lc.worker_gpus(n)
+        assert len(gpus_) == lc.study_workers(n) == expected and not set(gpus_) & set(lc.train_gpus)
+        argv = commands.workers_command("3b", n, detach=True, gpus=gpus_)
+        env = dict(a.split("=", 1) for a in argv[1:argv.index("docker")])
+        assert env["NUM_WORKERS"] == str(expected)
+        svcs = services_of(compose("config", "--format", "json", "infer-workers", **env))
+        held = {w: [d["device_ids"] for d in gpus(s)] for w, s in svcs.items() if w != "infer-workers"}
+        assert held == {WORKERS[i]: [[str(g)]] for i, g in enumerate(gpus_)}, (n, held)
+        assert not {g for ids in held.values() for (g,) in ids} & {str(g) for g in lc.train_gpus}
+    argv = commands.workers_command("3b", 2)   # invoke workers --num-workers 2: defaults, no variable set
+    assert not any(a.startswith("INFER_GPU_") for a in argv)
