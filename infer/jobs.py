@@ -43,5 +43,6 @@ def run_job(payload: dict, ctx, progress: Progress) -> dict:
     if set(frames) != set(kind.tables):
         raise RuntimeError(f"job kind {kind.name} wrote tables {sorted(frames)} but registers {list(kind.tables)}")
     write_parts(scale, part, frames, cfg, seeds, job=f"{kind.name}:{payload['method']}-{payload['step']}",
-                adapter=payload.get("adapter"), backends=ctx.describe())
+                adapter=payload.get("adapter"), **({"model": payload["model"]} if payload.get("model") else {}),
+                backends=ctx.describe())
     return {t: len(df) for t, df in frames.items()}

@@ -2,9 +2,9 @@
 base model, bring them into the store as run `<name>`, and queue the measurement jobs of the study's kinds.
 
 Accepted layouts (TRL, verl's Hugging Face export, OpenRLHF), anywhere below the folder given:
-  * a PEFT adapter folder (adapter_config.json + adapter_model.*): measured as LoRA adapters over the base;
-  * a full model folder (config.json + *.safetensors / *.bin): checked and listed, not measured (the
-    measurement engines load adapters over the base; merge-free adapters are what they measure);
+  * a PEFT adapter folder (adapter_config.json + adapter_model.*): measured as a LoRA adapter over the base;
+  * a full model folder (config.json + *.safetensors / pytorch_model*.bin; a merged checkpoint, verl's Hugging
+    Face export): measured as the model itself (no adapter), with the base's tokenizer and stop set;
 with the step in the folder's name or an ancestor's below the given folder (checkpoint-<N>, global_step_<N>,
 global_step<N>, step<N>, step_<N>), else `global_step` of the folder's trainer_state.json.
 
@@ -13,8 +13,9 @@ architectures, vocab_size, hidden_size, num_hidden_layers) must equal the base's
 must fit the base's shapes, layer count and vocabulary; a tokenizer.json saved with a checkpoint must equal the
 base's. A mismatch ends in one line naming the checkpoint and the fix.
 
-Imported checkpoints live under train/<scale>/<name>/checkpoints/checkpoint-<N>/ (adapter files copied; the
-completion manifest says where they came from). A steps.jsonl in the folder (train/callback.py RCEACallback)
+Imported checkpoints live under train/<scale>/<name>/checkpoints/checkpoint-<N>/ (an adapter's files, or a full
+model's config, generation config and weights, copied; the completion manifest says where they came from). The
+jobs of a full model's checkpoint name it as `model` in their payload (`adapter` None): infer/kinds/common.py. A steps.jsonl in the folder (train/callback.py RCEACallback)
 is copied beside them: the aggregation's training-entropy trace and failure-window shares read it. A checkpoint
 without a trainer_state.json gets one whose max_steps is the newest step found: the milestones (25/50/75/100%)
 are then fractions of the checkpoints the folder holds.
@@ -47,7 +48,16 @@ class Found:
 
 
 def _weights(d: Path) -> list[Path]:
-    return sorted([*d.glob("*.safetensors"), *d.glob("*.bin")])
+    """A full model folder's weight files (not TRL's training_args.bin or optimizer state)."""
+    return sorted([*d.glob("*.safetensors"), *d.glob("pytorch_model*.bin")])
+
+
+def _model_file(p: Path) -> bool:
+    """A file of a full model that the engines load: its config, generation config and weights (with their
+    index); the tokenizer is the base's."""
+    return (p.name in ("config.json", "generation_config.json") or p.suffix == ".safetensors"
+            or (p.name.startswith("pytorch_model") and p.name.endswith((".bin", ".bin.index.json")))
+            or p.name.endswith(".safetensors.index.json"))
 
 
 def _step(d: Path, top: Path) -> tuple[int, str] | None:
@@ -171,7 +181,7 @@ def table(found: list[Found]) -> str:
 
 
 def import_run(found: list[Found], source: Path, scale: str, name: str, root=None) -> Path:
-    """Copy the adapters into the store as run `name` (idempotent: a complete checkpoint is kept) and the run's
+    """Copy the checkpoints into the store as run `name` (idempotent: a complete checkpoint is kept) and the run's
     steps.jsonl beside them; returns the run folder."""
     from rcea import layout
     from rcea.store import atomic_write_text, checkpoint_complete, write_manifest
@@ -179,14 +189,13 @@ def import_run(found: list[Found], source: Path, scale: str, name: str, root=Non
     run = layout.RunFolder(layout.run_dir(scale, name, root))
     last = max(f.step for f in found)
     for f in found:
-        if f.form != "adapter":
-            continue
         dst = run.checkpoint(f.step)
         if checkpoint_complete(dst):
             continue
         dst.mkdir(parents=True, exist_ok=True)
+        wanted = (lambda p: p.name.startswith("adapter_")) if f.form == "adapter" else _model_file
         for p in f.path.iterdir():
-            if p.is_file() and (p.name.startswith("adapter_") or p.name == "trainer_state.json"):
+            if p.is_file() and (wanted(p) or p.name == "trainer_state.json"):
                 shutil.copy2(p, dst / p.name)
         if not (dst / "trainer_state.json").exists():   # the run's length (milestones): its newest checkpoint
             atomic_write_text(dst / "trainer_state.json", json.dumps({"global_step": f.step, "max_steps": last}))
@@ -245,17 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(table(found))
-    full = [f.step for f in found if f.form == "full"]
-    if full:
-        print(f"full model folders (steps {full}) checked, not measured: the engines measure adapters over the base")
     if args.check_only:
         return 0
     run = import_run(found, Path(args.folder), args.scale, args.name)
     print(f"imported as {run}" + ("" if (run / "steps.jsonl").exists() else
                                   " (no steps.jsonl: no training-entropy trace or failure-window shares)"))
-    if not any(f.form == "adapter" for f in found):
-        print("no adapter checkpoints: nothing to measure")
-        return 0
     jobs = enqueue(args.scale, args.name, args.override)
     print(f"queued {len(jobs)} jobs of run {args.name}")
     return 0

@@ -1,7 +1,7 @@
 """What to run: checkpoint discovery, milestones, the dense trace, and the job list of one run.
 
 Checkpoints are the complete (rcea.store.checkpoint_complete) LoRA adapter folders under data/train/<scale>/<method>/checkpoints/
-checkpoint-<step>/ plus the base policy (method `base`, step 0). The run length is the `max_steps` of
+checkpoint-<step>/ (or, for an outside run, full model folders there: infer/outside.py) plus the base policy (method `base`, step 0). The run length is the `max_steps` of
 the newest trainer_state.json (else `train.max_steps`, else the newest step). Milestones are the
 checkpoints nearest 25/50/75/100% of the run; the dense greedy trace (`eval.trace_benchmark`, MATH500
 in the paper) uses the checkpoints nearest j/dense_points of the run, j = 1..dense_points (ties go to
@@ -29,14 +29,18 @@ __all__ = ["BASE", "KINDS", "Checkpoint", "adapter_rel", "dense_trace", "discove
 
 def discover(scale: str, method: str) -> list[Checkpoint]:
     """Complete checkpoints of one run (rcea.store.checkpoint_complete), by step; the others are skipped."""
-    return [Checkpoint(method, step, adapter_rel(scale, method, step))
-            for step, _ in complete_checkpoints(checkpoints_dir(scale, method))]
+    out = []
+    for step, path in complete_checkpoints(checkpoints_dir(scale, method)):
+        rel = adapter_rel(scale, method, step)
+        full = not (path / "adapter_config.json").exists()   # complete without adapter files: a full model
+        out.append(Checkpoint(method, step, None, rel) if full else Checkpoint(method, step, rel))
+    return out
 
 
 def run_length(cfg, ckpts: list[Checkpoint]) -> int:
     if not ckpts:
         return 0
-    state = data_dir() / ckpts[-1].adapter / "trainer_state.json"
+    state = data_dir() / ckpts[-1].folder / "trainer_state.json"
     if state.exists():
         try:
             max_steps = int(json.loads(state.read_text()).get("max_steps", 0))
@@ -81,7 +85,7 @@ def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> 
     jobs = []
     for kind in chosen:
         for ck, extra in kind.checkpoints(p):
-            payload = {**common, "kind": kind.name, "method": ck.method, "step": ck.step, "adapter": ck.adapter,
+            payload = {**common, "kind": kind.name, "method": ck.method, "step": ck.step, **ck.fields(),
                        "tables": list(kind.tables), **extra}
             jobs.append({"key": f"{kind.name}:{ck.tag}", "kind": kind.name, "payload": payload,
                          "cost": float(kind.cost(p, extra))})

@@ -217,8 +217,10 @@ class MeasureUnit:
 
     @property
     def group(self) -> str:
-        """Jobs reading the same checkpoint (and configuration) share one process and one model load."""
-        return f"infer:{self.scale}:{self.payload.get('adapter') or 'base'}:{digest(self.payload.get('overrides', []))}"
+        """Jobs reading the same checkpoint (and configuration) share one process and one model load: its adapter,
+        or its full model folder (`model`, an outside run's merged checkpoint), else the base policy."""
+        ck = self.payload.get("model") or self.payload.get("adapter") or "base"
+        return f"infer:{self.scale}:{ck}:{digest(self.payload.get('overrides', []))}"
 
     def outputs(self, data_root) -> list[Path]:
         return layout.job_parts(self.kind, self.payload, data_root)

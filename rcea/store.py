@@ -120,7 +120,8 @@ def is_complete(artifact: str | Path) -> bool:
 def checkpoint_complete(folder: str | Path) -> bool:
     """The one definition of a complete training checkpoint (training resumes from it, measurements read it):
     the manifest of its trainer state, which the trainer writes after every other file of the checkpoint
-    (train/run.py), and its adapter files still there."""
+    (train/run.py), and its adapter files (or, imported from an outside run, a full model's config.json and
+    weights: infer/outside.py) still there."""
     return not why_incomplete(Path(folder))
 
 
@@ -139,7 +140,9 @@ def why_incomplete(folder: Path) -> str:
         return f"{TRAINER_STATE} missing"
     if not manifest_path(folder / TRAINER_STATE).exists():
         return f"{manifest_path(folder / TRAINER_STATE).name} missing"
-    if not (folder / "adapter_config.json").exists() or not any(folder.glob("adapter_model.*")):
+    adapter = (folder / "adapter_config.json").exists() and any(folder.glob("adapter_model.*"))
+    full = (folder / "config.json").exists() and any([*folder.glob("*.safetensors"), *folder.glob("pytorch_model*.bin")])
+    if not adapter and not full:
         return "adapter files missing"
     return ""
 

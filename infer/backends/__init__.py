@@ -4,6 +4,9 @@
          entropies, so every teacher-forced measurement goes through it.
 - `vllm` (vLLM, GPU only): generate, with the LoRA adapter of each checkpoint loaded per request.
 
+Both also take a full model folder in place of base + adapter (`set_model`: an outside run's merged
+checkpoint, infer/outside.py), loaded as the model itself.
+
 Backends are imported lazily by name: `import vllm` happens only inside `get_backend("vllm", ...)`.
 """
 

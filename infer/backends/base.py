@@ -41,7 +41,11 @@ class Backend(Protocol):
     vocab_size: int                  # V: the model's full logit dimension
 
     def set_adapter(self, adapter: str | None) -> None:
-        """Use the LoRA adapter folder `adapter` (None: the base policy) for later calls."""
+        """Use the LoRA adapter folder `adapter` over the base (None: the base policy) for later calls."""
+
+    def set_model(self, model: str | None) -> None:
+        """Use the full model folder `model` itself, no adapter (None: the base policy) for later calls; the
+        tokenizer and the stop set stay the base's."""
 
     def generate(self, prompts: Sequence[list[int]], spec: SamplingSpec,
                  seeds: Sequence[int] | None = None) -> list[Completion]:

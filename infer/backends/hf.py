@@ -4,7 +4,8 @@ Sampling draws each row with its own `torch.Generator(seed)`, so a completion de
 its seed and the batch it was decoded in (jobs use fixed batches, so reruns are identical).
 A completion ends at the first stop token (`stop_tokens`: the run's data.stop_tokens, kept as its last token;
 without it, the model's own EOS set: its generation config's and its tokenizer's). LoRA adapters go through Transformers' PEFT integration (`load_adapter` / `set_adapter`); at most
-`max_adapters` stay loaded. Scoring runs the decoder once per batch and projects hidden states to the
+`max_adapters` stay loaded. A full model folder (`set_model`: an outside run's merged checkpoint) is loaded as
+a second model beside the base, in the base's dtype, with the base's tokenizer and stop set; one at a time. Scoring runs the decoder once per batch and projects hidden states to the
 vocabulary in chunks of positions (`infer.entropy`), so no (T, V) matrix is ever held whole; the
 projection runs in fp32 whatever the model dtype (bf16 on GPU).
 """
@@ -74,9 +75,13 @@ class HFBackend:
         self.pad_id = pad if pad is not None else self.eos_ids[0]
         self._adapters: list[str] = []   # loaded adapter names, least recently used first
         self.adapter: str | None = None
+        self._base = model                # the model adapters go over; `set_model` swaps another in for a while
+        self._full: tuple[str, object] | None = None   # (what identifies its files, the model) of the loaded full one
+        self.model_folder: str | None = None
 
     # ----------------------------------------------------------------- adapters
     def set_adapter(self, adapter: str | None) -> None:
+        self.model, self.model_folder = self._base, None   # adapters (and None) are over the base
         if adapter is None:
             if self._adapters:
                 self.model.disable_adapters()
@@ -97,6 +102,33 @@ class HFBackend:
         self.model.set_adapter(name)
         self.model.enable_adapters()
         self.adapter = str(path)
+
+    def set_model(self, model: str | None) -> None:
+        """Use the full model folder `model` itself for later calls, no adapter (None: the base policy). Its
+        weights only: the tokenizer and the stop set stay the base's (infer.outside checked the vocabulary, and
+        a folder may hold no tokenizer). The last one asked for stays loaded, keyed by its files (a folder
+        rewritten in place is loaded again)."""
+        if model is None:
+            self.set_adapter(None)
+            return
+        from infer.backends.vllm_args import adapter_key
+
+        key = adapter_key(model)
+        if self._full is None or self._full[0] != key:
+            self._full = None      # free the previous one before loading: never two full models beside the base
+            self.model = self._base
+            _release(self.device)
+            from transformers import AutoModelForCausalLM
+
+            loaded = AutoModelForCausalLM.from_pretrained(model, dtype=self._base.dtype).to(self.device)
+            loaded.eval()
+            loaded.requires_grad_(False)   # as the base (see _setup)
+            rows = int(loaded.get_output_embeddings().weight.shape[0])
+            if rows != self.vocab_size:
+                raise ValueError(f"{model}: its output layer has {rows} rows but the base's has {self.vocab_size}; "
+                                 "measure it over the base it was trained from")
+            self._full = (key, loaded)
+        self.model, self.adapter, self.model_folder = self._full[1], None, str(model)
 
     # ----------------------------------------------------------------- generate
     @torch.inference_mode()
@@ -210,3 +242,12 @@ class HFBackend:
                 logits = torch.nn.functional.linear(h[sel].float(), weight, bias).cpu().numpy()  # (P_sel, V) fp32
             out.append(Scored(lp.cpu().numpy(), ent.cpu().numpy(), logits))
         return out
+
+
+def _release(device) -> None:
+    """Give a dropped model's memory back (the GPU cache too) before another is loaded."""
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

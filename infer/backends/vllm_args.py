@@ -29,7 +29,7 @@ from pathlib import Path
 
 from rcea.lora_ranks import VLLM_LORA_RANKS, max_lora_rank
 
-__all__ = ["VLLM_LORA_RANKS", "max_lora_rank", "engine_kwargs", "sampling_kwargs", "AdapterIds",
+__all__ = ["VLLM_LORA_RANKS", "max_lora_rank", "engine_kwargs", "full_model_kwargs", "sampling_kwargs", "AdapterIds",
            "lora_request_kwargs", "adapter_key", "REPRODUCIBLE_ENV", "reproducible_env"]
 LORA_DTYPES = ("bfloat16", "float16")
 LOGPROBS_MODE = "processed_logprobs"
@@ -63,6 +63,15 @@ def engine_kwargs(model_path: str, max_lora_rank_value: int, dtype: str = "bfloa
     if revision:
         kw.update(revision=revision, tokenizer_revision=revision)
     kw.update(extra)
+    return kw
+
+
+def full_model_kwargs(base: dict, folder: str | Path) -> dict:
+    """Keyword arguments of `vllm.LLM(...)` for an engine whose model is a full model folder (an outside run's
+    merged or exported checkpoint): the base engine's settings (`engine_kwargs`) without LoRA, and the base's
+    tokenizer (at its revision), which a checkpoint folder may lack (infer.outside checked the vocabulary)."""
+    kw = {k: v for k, v in base.items() if k not in ("enable_lora", "max_lora_rank", "max_loras", "revision")}
+    kw.update(model=str(Path(folder).resolve()), tokenizer=base.get("tokenizer") or base["model"])
     return kw
 
 

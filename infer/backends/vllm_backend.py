@@ -6,6 +6,11 @@ argument handed to vLLM comes from `infer.backends.vllm_args` (checked against t
 tests/contract): bf16/fp16 only (vLLM's LoRA kernels), processed log-probs (the sampled distribution),
 adapter ids that two checkpoints never share. A completion ends at the first stop token (`stop_tokens`, the
 run's data.stop_tokens, handed to vLLM as `stop_token_ids`; without it, the model's own EOS set).
+
+A full model folder (`set_model`: an outside run's merged checkpoint) needs an engine whose model is that
+folder (`full_model_kwargs`: no LoRA, the base's tokenizer and stop set). One engine is held at a time, keyed
+by its model folder's files (None: the base, serving adapters): asking for another model shuts the held engine
+down and starts the other, so a worker's jobs on one checkpoint (one group, orchestrate.units) share one start.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from infer.backends.base import Completion, SamplingSpec
-from infer.backends.vllm_args import AdapterIds, engine_kwargs, lora_request_kwargs, sampling_kwargs
+from infer.backends.vllm_args import (AdapterIds, adapter_key, engine_kwargs, full_model_kwargs, lora_request_kwargs,
+                                      sampling_kwargs)
 
 
 class VLLMBackend:
@@ -22,11 +28,8 @@ class VLLMBackend:
                  stop_tokens: Sequence[str] | None = None, **llm_kwargs):
         kwargs = engine_kwargs(model_path, max_lora_rank, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
                                max_model_len=max_model_len, seed=seed, revision=revision, **llm_kwargs)
-        try:
-            from vllm import LLM
-        except ImportError as exc:  # pragma: no cover - GPU image only
-            raise ImportError("the vllm backend needs vLLM (the GPU infer image); use --backend hf on CPU") from exc
-        self.llm = LLM(**kwargs)
+        self._kwargs, self._engine = kwargs, None   # the base engine's arguments; the held engine's model key
+        self.llm = _start(kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         eos = []
         try:
@@ -54,7 +57,37 @@ class VLLMBackend:
         self._lora = None
         self._ids = AdapterIds()
 
+    def _hold(self, key: str | None, kwargs: dict) -> None:
+        """Hold the engine of model `key` (None: the base), shutting the held one down first if it is another."""
+        if key == self._engine and self.llm is not None:
+            return
+        self._close()
+        self.llm = _start(kwargs)
+        self._engine = key
+        vocab = int(self.llm.llm_engine.model_config.get_vocab_size())
+        if vocab != self.vocab_size:
+            raise ValueError(f"{kwargs['model']}: vocabulary of {vocab} but the base's has {self.vocab_size}")
+
+    def _close(self) -> None:
+        """Shut the held engine down and give its memory back (vLLM's own cleanup) before another starts."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if core is not None:
+            core.shutdown()
+        self.llm, self._engine = None, None
+        from vllm.distributed import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()
+
+    def set_model(self, model: str | None) -> None:
+        """Generate with the full model folder `model` itself (an engine of its own, no adapter); None: the base."""
+        if model is None:
+            self.set_adapter(None)
+            return
+        self._hold(adapter_key(model), full_model_kwargs(self._kwargs, model))
+        self._lora = None
+
     def set_adapter(self, adapter: str | None) -> None:
+        self._hold(None, self._kwargs)   # adapters (and None) are served by the base's engine
         if adapter is None:
             self._lora = None
             return
@@ -91,3 +124,12 @@ class VLLMBackend:
 
     def score(self, prompts, completions, logits_at=None):
         raise NotImplementedError("vLLM gives no full-vocabulary entropies; score with the hf backend")
+
+
+def _start(kwargs: dict):
+    try:
+        from vllm import LLM
+    except ImportError as exc:  # pragma: no cover - GPU image only
+        raise ImportError("the vllm backend needs vLLM (the GPU infer image); use --backend hf on CPU") from exc
+    return LLM(**kwargs)
+

@@ -1,4 +1,4 @@
-"""What every kind's runner shares: the job's configuration, its adapter, prompts, answer checks and seeds.
+"""What every kind's runner shares: the job's configuration, its checkpoint, prompts, answer checks and seeds.
 Standard library at import (numpy when a seed is drawn): the plan imports the kind modules, and the
 orchestration's environment plans in-process without numpy."""
 
@@ -32,13 +32,35 @@ def job_config(payload: dict):
 
 
 def adapter_path(rel: str | None) -> str | None:
+    """The absolute folder of a checkpoint named relative to the data folder (None: the base policy), checked
+    complete (rcea.store.checkpoint_complete)."""
     if rel is None:
         return None
     path = data_dir() / rel
     if not checkpoint_complete(path):
-        raise JobInputError(f"checkpoint {rel} is missing or incomplete (needs its adapter files and the "
-                            "manifest training writes last); finish or rerun training, then re-enqueue with --retry-failed")
+        raise JobInputError(f"checkpoint {rel} is missing or incomplete (needs its adapter files, or a full model's "
+                            "config.json and weights, and the manifest written last); finish or rerun training "
+                            "(or infer.outside), then re-enqueue with --retry-failed")
     return str(path)
+
+
+def checkpoint_of(payload: dict, suffix: str = "") -> tuple[str | None, str | None]:
+    """(adapter, full model) folders of the checkpoint a job names (`adapter<suffix>`, `model<suffix>`; one of
+    them at most is set, none for the base policy), absolute and checked complete."""
+    model = payload.get(f"model{suffix}")
+    if model is not None:
+        return None, adapter_path(model)
+    return adapter_path(payload.get(f"adapter{suffix}")), None
+
+
+def use(backend, checkpoint: tuple[str | None, str | None]) -> None:
+    """Point a backend at a checkpoint of `checkpoint_of`: a full model folder is loaded as the model itself
+    (no adapter; the base's tokenizer), an adapter goes over the base, neither is the base policy."""
+    adapter, model = checkpoint
+    if model is not None:
+        backend.set_model(model)
+    else:
+        backend.set_adapter(adapter)
 
 
 def encode(tokenizer, problem: str, cfg) -> list[int]:

@@ -3,7 +3,7 @@ the other dense-trace points (settings `[eval]`; docs/measurements.md)."""
 
 from __future__ import annotations
 
-from infer.kinds.common import adapter_path, check_answer, encode
+from infer.kinds.common import check_answer, checkpoint_of, encode, use
 from infer.kinds.registry import BASE, PlanContext, register
 
 
@@ -30,7 +30,7 @@ def run_greedy(payload, cfg, ctx, progress):
     from rcea.data import benchmark_questions
 
     gen, _ = ctx.backends(cfg)
-    gen.set_adapter(adapter_path(payload["adapter"]))
+    use(gen, checkpoint_of(payload))
     spec = SamplingSpec(cfg["eval.max_new_tokens"], greedy=True)
     rows = []
     for i, bench in enumerate(payload["benchmarks"]):

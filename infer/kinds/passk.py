@@ -3,7 +3,7 @@ checkpoint (settings `[passk]`; the estimator: docs/estimators.md)."""
 
 from __future__ import annotations
 
-from infer.kinds.common import adapter_path, check_answer, encode
+from infer.kinds.common import check_answer, checkpoint_of, encode, use
 from infer.kinds.registry import BASE, PlanContext, register
 
 
@@ -24,7 +24,7 @@ def run_passk(payload, cfg, ctx, progress):
     from rcea.data import benchmark_questions
 
     gen, _ = ctx.backends(cfg)
-    gen.set_adapter(adapter_path(payload["adapter"]))
+    use(gen, checkpoint_of(payload))
     n, base = cfg["passk.n"], cfg["passk.seed_base"]
     spec = SamplingSpec(cfg["passk.max_new_tokens"], temperature=cfg["passk.temperature"], top_p=cfg["passk.top_p"])
     qs = benchmark_questions(cfg["passk.benchmark"], cfg["passk.questions"])

@@ -3,7 +3,7 @@ token by token (entropies, log-probabilities, the covariance proxy) (settings `[
 
 from __future__ import annotations
 
-from infer.kinds.common import adapter_path, check_answer, derive_seed, encode
+from infer.kinds.common import check_answer, checkpoint_of, derive_seed, encode, use
 from infer.kinds.registry import BASE, PlanContext, register
 
 
@@ -28,16 +28,16 @@ def run_probe(payload, cfg, ctx, progress):
     from rcea.data import probe_questions
 
     gen, scorer = ctx.backends(cfg)
-    adapter = adapter_path(payload["adapter"])
+    ck = checkpoint_of(payload)
     k, seed = cfg["probe.k"], cfg["probe.seed"]
     spec = SamplingSpec(cfg["probe.max_new_tokens"], temperature=cfg["probe.temperature"], top_p=cfg["probe.top_p"])
     qs = probe_questions(cfg)
     samples, scored_all = [], []
     for i, q in enumerate(qs):
         prompt = encode(ctx.tokenizer, q["problem"], cfg)
-        gen.set_adapter(adapter)
+        use(gen, ck)
         outs = gen.generate([prompt] * k, spec, seeds=[derive_seed(seed, q["id"], j) for j in range(k)])
-        scorer.set_adapter(adapter)
+        use(scorer, ck)
         scored = scorer.score([prompt] * k, [o.token_ids for o in outs])
         for j, (o, s) in enumerate(zip(outs, scored)):
             text = ctx.tokenizer.decode(o.token_ids, skip_special_tokens=True)

@@ -28,11 +28,23 @@ REGISTRY: dict[str, "Kind"] = {}
 class Checkpoint:
     method: str                 # training method, or "base" for the untrained policy
     step: int                   # optimizer step (0 for base)
-    adapter: str | None         # adapter folder relative to the data folder; None for base
+    adapter: str | None         # adapter folder relative to the data folder; None for base and full models
+    model: str | None = None    # a full model folder relative to the data folder (an outside run's merged or
+                                # exported checkpoint), loaded as the model itself, no adapter; None otherwise
 
     @property
     def tag(self) -> str:
         return f"{self.method}-{self.step}"
+
+    @property
+    def folder(self) -> str | None:
+        """The checkpoint's folder relative to the data folder, whatever its form (None: the base policy)."""
+        return self.model or self.adapter
+
+    def fields(self, suffix: str = "") -> dict:
+        """The payload keys naming this checkpoint: `adapter<suffix>`, and `model<suffix>` for a full model only
+        (an adapter run's payloads are what they were before full models were measured)."""
+        return {f"adapter{suffix}": self.adapter, **({f"model{suffix}": self.model} if self.model else {})}
 
 
 BASE = Checkpoint(BASE_METHOD, 0, None)
