@@ -1,6 +1,7 @@
 """A plain TRL GRPOTrainer run (not this project's trainer) with RCEACallback, on a tiny model: the outside run of
 issue 32's tests. `python -m tests.train.plain_trl OUT` (train env, RCEA_DATA set) trains the scale's tiny policy
-for 3 steps, keeps the PEFT checkpoints TRL saves and merges the last one into a full model folder OUT/merged."""
+for 3 steps, keeps the PEFT checkpoints TRL saves and merges the last one into a full model folder OUT/merged
+(config and weights, no tokenizer); OUT-adapters holds the three adapters (the merged one's as an adapter)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def plain_trl_run(base, out, steps: int = 2, save_steps: int = 1, targets=("q_pr
 
 def main(out: str) -> None:
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from rcea.config import load_config
     from rcea.tiny import model_path
@@ -53,11 +54,13 @@ def main(out: str) -> None:
     plain_trl_run(base, out, steps=3, save_steps=1, targets=cfg["train.lora_targets"])
     last = out / "checkpoint-3"
     merged = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), last).merge_and_unload()
-    merged.save_pretrained(out / "merged")
-    AutoTokenizer.from_pretrained(base).save_pretrained(out / "merged")
+    merged.save_pretrained(out / "merged")   # config and weights only, as an export may be: the engines use the base's tokenizer
     shutil.copy2(last / "trainer_state.json", out / "merged" / "trainer_state.json")   # its step: 3
+    twin = out.parent / f"{out.name}-adapters"   # the same run with step 3 as the adapter: the oracle of the merge
+    for step in (1, 2, 3):
+        shutil.copytree(out / f"checkpoint-{step}", twin / f"checkpoint-{step}")
     shutil.rmtree(last)   # step 3 is the merged model's: one checkpoint per step
-    print(json.dumps({"base": base}))
+    print(json.dumps({"base": base, "adapters": str(twin)}))
 
 
 if __name__ == "__main__":
