@@ -60,6 +60,11 @@ class Launch:
         """The data folder as the role processes see it: a container's is its volume, whatever this host sets."""
         return os.environ.get("RCEA_DATA", self.data) if self.local else self.data
 
+    def host_data(self) -> str:
+        """Where the study's driver keeps its own state on this host (data lock, unit logs): $RCEA_DATA, else the
+        scale's data folder (under Compose the containers' data stays in the volume)."""
+        return os.environ.get("RCEA_DATA", self.data)
+
     def results_root(self) -> str:
         return os.environ.get("RCEA_RESULTS", self.results) if self.local else self.results
 

@@ -223,6 +223,11 @@ def data_root(scale: str = "tiny") -> str:
     return launch(scale).data_root()
 
 
+def host_data(scale: str = "tiny") -> str:
+    """The study driver's own state on this host (data lock, unit logs, ledger): $RCEA_DATA, else ./data."""
+    return launch(scale).host_data()
+
+
 def results_dir(scale: str = "tiny") -> str:
     """Where a study's results land on the host: $RCEA_RESULTS, else ./results under the local launcher; the
     folder compose.yaml bind-mounts (./results) under Compose (one folder per scale inside)."""

@@ -10,11 +10,15 @@ transient exit, the other runs going on past a failed one, named at the end);
 local Ray without an address) and the rest here. Stages:
 
     prepare     the model where it is built here (the tiny one, its warm start) and the training pool
-    train       each method, `slots.train` side by side (or one per GPU of `train_gpus`), with --resume: a
+    train       first, in the background (orchestrate/ops/background.py): the queue's holder (the queue stays
+                open), the base policy's enqueue and the measurement workers (--num-workers local worker
+                processes, or Compose GPU workers on the GPUs that do not train: rcea.launch infer_gpus); then
+                each method, `slots.train` side by side (or one per GPU of `train_gpus`), with --resume: a
                 run killed earlier continues from its newest complete checkpoint, a finished one of the same
-                settings is reused; each run enqueues all of its measurements once it has finished
-    workers     the measurement jobs (--num-workers local worker processes or Compose GPU workers 0..N-1),
-                then a check that every job is done
+                settings is reused; each run enqueues all of its measurements once it has finished, and the
+                workers start them at once, while the other runs still train
+    workers     the queue closes; the workers finish what is left (local: the background processes are waited
+                for; Compose: `up` re-attaches to the workers' containers), then a check that every job is done
     judge       process validity of the verified successes (rules in the toy world, else the LLM judge)
     modes       semantic modes: induce, assign, reconcile, freeze (rules in the toy world, else the codebook)
     audit       the partition-audit sample (drawn once; annotate with `invoke audit --serve`)
@@ -38,9 +42,10 @@ from invoke.exceptions import Exit
 from rcea import layout
 from orchestrate.ops import commands as cmd
 from orchestrate.ops import interrupt
+from orchestrate.ops.background import BACKGROUND
 from rcea.launch import launch
 from rcea.progress import duration
-from orchestrate.ops.shell import ROOT, container_ids, is_dry, run_all
+from orchestrate.ops.shell import ROOT, container_ids, is_dry, run_all, sh
 from orchestrate.units import TrainUnit
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
@@ -65,6 +70,10 @@ class Stage:
     units: tuple[Unit, ...]
     parallel: int = 1             # units at a time
     gpus: tuple[int, ...] = ()    # host GPUs its units are pinned to, one each (the training GPUs)
+    scale: str = "tiny"
+    hold: tuple[str, ...] = ()    # the queue's holder, started first and kept until a stage `closes` it
+    background: tuple[tuple[str, ...], ...] = ()   # started at the stage's start, joined when a stage `closes`
+    closes: bool = False          # close the queue, then join the background commands (see background.py)
 
     def commands(self) -> list[list[str]]:
         return [list(a) for u in self.units for a in u.commands]
@@ -83,23 +92,30 @@ def study_stages(scale: str, methods, num_workers: int | None = None) -> list[St
     between scales comes from the scale's `[launch]` record (rcea.launch), never from its name."""
     lc = launch(scale)
     num_workers = lc.workers if num_workers is None else num_workers
+    gpus_m = lc.worker_gpus(num_workers)    # the measurement workers' GPUs: never a training GPU
+    num_workers = lc.study_workers(num_workers)
     n = len(methods)
     stages = [_stage("prepare", "prepare (the model where built here, warm start, training pool)",
-                     [_unit("prepare", cmd.role_command("rcea.prepare", ["--scale", scale], scale))])]
+                     [_unit("prepare", cmd.role_command("rcea.prepare", ["--scale", scale], scale))], scale=scale)]
     jobs = lc.train_slots()
     gpus = lc.train_gpus if lc.gpus else ()
     where = f" on GPU{'s' * (len(gpus) > 1)} {','.join(map(str, gpus))}" if gpus else ""
     at_a_time = f", {min(jobs, n)} at a time" if n > 1 else ""
+    workers = (f"{num_workers} GPU worker{'s' * (num_workers > 1)} on GPU{'s' * (num_workers > 1)} "
+               f"{','.join(map(str, gpus_m))}" if lc.gpus
+               else f"{num_workers} local worker process{'es' * (num_workers > 1)}")
     stages.append(_stage(
         "train", f"train {', '.join(methods)} ({n} objective{'s' * (n > 1)}{at_a_time}{where}); each run then "
-                 "enqueues its measurements",
+                 f"enqueues its measurements, which {workers} start at once",
         [_unit(m, cmd.train_command(m, scale, resume=True), cmd.enqueue_command(scale, m),
                work=TrainUnit(m, scale, launcher=lc.launcher)) for m in methods],
-        parallel=jobs, gpus=gpus))
-    workers = (f"{num_workers} GPU worker{'s' * (num_workers > 1)}" if lc.gpus
-               else f"{num_workers} local worker process{'es' * (num_workers > 1)}")
-    stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers})", [_unit(
-        "workers", cmd.workers_command(scale, num_workers, detach=False), cmd.status_command(scale, check=True))]))
+        parallel=jobs, gpus=gpus, scale=scale, hold=tuple(cmd.hold_command(scale)),
+        background=(tuple(cmd.enqueue_command(scale, "base")),
+                    tuple(cmd.workers_command(scale, num_workers, detach=True, gpus=gpus_m)))))
+    stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers}, the rest once "
+                                    "training is done)", [_unit(
+        "workers", cmd.workers_command(scale, num_workers, detach=False, gpus=gpus_m),
+        cmd.status_command(scale, check=True))], scale=scale, closes=True))
     up = [cmd.judge_server_up(scale)] if lc.judge_server else []
     stages.append(_stage("judge", "judge (process validity of the verified successes)",
                          [_unit("judge", *up, cmd.labels_command(scale, "validity"))]))
@@ -137,12 +153,24 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
     one of `stage.gpus`, if any), and each one's remaining commands (its run's enqueue) as soon as it is
     complete, while the others still run. A failed unit runs nothing more; the stage stops once the others
     are done, naming each failure and its log."""
-    if is_dry(c) or not stage.units or any(u.work is None for u in stage.units):
+    if is_dry(c):
+        for argv in ([stage.hold] if stage.hold else []) + list(stage.background):
+            print(f"{sh(argv)} &", flush=True)   # in the background (orchestrate/ops/background.py)
+        return run_all(c, stage.commands())
+    if stage.hold or stage.background:
+        BACKGROUND.start(stage.background, stage.hold or None)
+    if stage.closes:   # the queue closes; a command of a background process waits for it (Compose's `up` re-attaches)
+        BACKGROUND.close()
+        commands = [argv for argv in stage.commands() if not BACKGROUND.join(argv)]
+        BACKGROUND.finish()
+        return run_all(c, commands)
+    if not stage.units or any(u.work is None for u in stage.units):
         return run_all(c, stage.commands())
     from orchestrate.executors import execute
 
     os.chdir(ROOT)
     role = stage.units[0].work.role
+    host = (ROOT / cmd.host_data(stage.scale)).resolve()   # the driver's unit logs, as execute's
     rest = {u.work.key: [list(a) for a in u.commands[1:]] for u in stage.units}
     late = {}
 
@@ -150,7 +178,7 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
         """A finished run's next commands (its enqueue), their output in the run's log, not on the terminal."""
         from orchestrate.executors.batch import log_path
 
-        log = log_path(cmd.data_root(), unit.group)
+        log = log_path(host, unit.group)
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             for argv in rest.get(unit.key, []):
@@ -166,7 +194,8 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
             late[unit.key] = f"done, but its next command failed{why} (log: {log})"
         return []
 
-    report = execute([u.work for u in stage.units], "local", label=stage.key, parallel={role: stage.parallel},
+    report = execute([u.work for u in stage.units], "local", data_root=host, label=stage.key,
+                     parallel={role: stage.parallel},
                      gpus={role: list(stage.gpus)} if stage.gpus else None, follow=follow)
     failed = {**late, **report.failed}
     if failed:
@@ -204,23 +233,27 @@ def banner(i: int, stages: list[Stage], spent: float) -> str:
 
 def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = None) -> float:
     """Run the stages in order, each through `execute(c, stage, log_dir)`; returns the seconds it took."""
-    log_dir = log_dir or layout.logs_dir("study", cmd.data_root())
+    scale = stages[0].scale if stages else "tiny"
+    log_dir = log_dir or layout.logs_dir("study", cmd.host_data(scale))
     if not is_dry(c):  # made here, as this user: Docker would create a missing bind-mount source as root
         results = ROOT / cmd.results_dir()
         results.mkdir(parents=True, exist_ok=True)
         if os.getuid() == 0 and any("docker" in argv for s in stages for argv in s.commands()):
             os.chown(results, *container_ids())   # root's containers run as 1000:1000 (orchestrate.ops.shell)
     t0 = time.monotonic()
-    with interrupt.guard(), data_lock(c):
-        for i, stage in enumerate(stages, 1):
-            print(banner(i, stages, time.monotonic() - t0), flush=True)
-            execute(c, stage, log_dir)
+    with interrupt.guard(), data_lock(c, scale):
+        try:
+            for i, stage in enumerate(stages, 1):
+                print(banner(i, stages, time.monotonic() - t0), flush=True)
+                execute(c, stage, log_dir)
+        finally:   # stopped early: the queue closes and no local worker is left running (background.py)
+            BACKGROUND.stop()
     return time.monotonic() - t0
 
 
 @contextmanager
-def data_lock(c):
-    """One study at a time per data folder (rcea.datalock); a dry run takes none."""
+def data_lock(c, scale: str = "tiny"):
+    """One study at a time per data folder (rcea.datalock) of the scale's driver; a dry run takes none."""
     if is_dry(c):
         yield
         return
@@ -228,7 +261,7 @@ def data_lock(c):
 
     from rcea import datalock
 
-    folder = (ROOT / cmd.data_root()).resolve()
+    folder = (ROOT / cmd.host_data(scale)).resolve()
     try:
         with datalock.hold(folder, shlex.join(["invoke", *sys.argv[1:]])) as fd:
             interrupt.on_interrupt(lambda: datalock.release(folder, fd))

@@ -210,3 +210,94 @@ def test_num_workers_caps_the_measurements_in_flight_on_a_ray_cluster(ray_local,
                      limit={"infer": 1}, on_event=count)
     assert sorted(report.done) == sorted(u.key for u in units) and not report.failed
     assert len(in_flight) == 5 and max(in_flight) == 1   # one at a time (two CPUs here would run two)
+
+
+WORKER = r'''
+import json, sys, time
+from infer.queue import Queue
+from infer.worker import run_worker
+
+class Quiet:
+    stream, t0 = sys.stderr, 0.0
+    def start(self, job): pass
+    def __call__(self, *a): pass
+
+def run(payload, ctx, display):
+    time.sleep(0.2)
+    return {}
+
+print(json.dumps(run_worker(Queue(sys.argv[1]), run, until_empty=True, poll_s=0.05, name="bg", display=Quiet())))
+'''
+
+
+def test_the_local_engine_measures_each_run_while_the_others_still_train(tmp_path, monkeypatch):
+    """Issue 28: under the default engine the measurement workers start with the train stage (the queue held open
+    by the real `python -m infer hold`), so the job a run enqueues when it finishes starts while another run still
+    trains; the workers stage closes the queue and joins that worker (it is not started a second time), and a
+    study stopped by a failed run leaves no worker running and the queue closed."""
+    import sys
+
+    from invoke import Config, Context
+
+    from infer.queue import Queue
+    from orchestrate.ops import study as st
+    from rcea.layout import queue_path
+    from tests.cluster.standin import StandIn
+
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    monkeypatch.setenv("RCEA_LEDGER", str(tmp_path / "ledger.sqlite"))
+    qpath = queue_path("tiny", tmp_path)
+    enqueue = lambda key: (sys.executable, "-c", f"from infer.queue import Queue; Queue({str(qpath)!r}).enqueue({key!r}, 'k', {{}})")  # noqa: E731
+    worker = (sys.executable, "-c", WORKER, str(qpath))
+    hold = (sys.executable, "-m", "infer", "hold", "--scale", "tiny", "--beat", "0.2")
+    runs = [StandIn("fast", role="train", seconds=0.3), StandIn("slow", role="train", seconds=4.0)]
+
+    def stages(units):
+        train = st.Stage("train", "train", tuple(st.Unit(u.name, (("true",), enqueue(f"m:{u.name}")), u) for u in units),
+                         parallel=2, hold=hold, background=(worker,))
+        return [train, st.Stage("workers", "workers", (st.Unit("workers", (worker,)),), closes=True)]
+
+    c = Context(Config(overrides={"run": {"in_stream": False}}))
+    st.run_study(c, stages(runs), log_dir=tmp_path / "logs")
+    q = Queue(qpath)
+    jobs = {j["key"]: j for j in q.jobs()}
+    assert set(jobs) == {"m:fast", "m:slow"} and {j["state"] for j in jobs.values()} == {"done"}
+    assert {j["worker"] for j in jobs.values()} == {"bg"}   # the background worker ran both: no second worker
+    slow_done = (tmp_path / "standin" / "slow.txt").stat().st_mtime
+    assert jobs["m:fast"]["started"] < slow_done - 1.0      # measured while the slow run still trained
+    assert not q.is_open() and st.BACKGROUND.holder is None and not st.BACKGROUND.procs
+
+    bad = [StandIn("bad", role="train", seconds=0.2, exit_code=3), StandIn("slow2", role="train", seconds=1.0)]
+    started = []
+    real_start = st.BACKGROUND.start
+    monkeypatch.setattr(st.BACKGROUND, "start", lambda *a: (real_start(*a), started.extend(
+        p for _, p in st.BACKGROUND.procs)))
+    with pytest.raises(Exit, match="1 of 2 unit"):
+        st.run_study(c, stages(bad), log_dir=tmp_path / "logs")
+    assert started and all(p.poll() is not None for p in started)   # the background worker was stopped
+    assert not q.is_open() and not st.BACKGROUND.procs and q.counts()["running"] == 0
+    assert q.jobs()[-1]["key"] == "m:slow2"   # enqueued; a rerun measures it (the local workers were stopped)
+
+
+def test_infer_gpus_never_take_a_training_gpu(tmp_path):
+    """configs/scales/*.toml [launch] infer_gpus: a GPU listed for training and for the workers is refused with
+    the fix; [] means every GPU of the 8-GPU host that does not train."""
+    import shutil
+
+    from rcea.config import ConfigError
+    from rcea.launch import launch
+    from rcea.paths import configs_dir
+
+    for i, (gpus, infer, expect) in enumerate((("[0, 1]", "[]", (2, 3, 4, 5, 6, 7)), ("[0]", "[4, 5]", (4, 5)),
+                                               ("[0, 1]", "[1, 2]", "share GPU"))):
+        root = tmp_path / f"c{i}"
+        shutil.copytree(configs_dir(), root)
+        f = root / "scales" / "3b.toml"
+        f.write_text(f.read_text().replace("train_gpus = [0]", f"train_gpus = {gpus}")
+                     .replace("infer_gpus = []", f"infer_gpus = {infer}"))
+        if isinstance(expect, str):
+            with pytest.raises(ConfigError, match=expect):
+                launch("3b", root)
+        else:
+            lc = launch("3b", root)
+            assert lc.infer_gpus == expect and lc.worker_gpus(8) == expect and lc.worker_gpus(1) == expect[:1]

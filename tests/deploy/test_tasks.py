@@ -165,12 +165,16 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
         assert "3b" not in ln and "tiny" not in ln, ln
     expected = [
         "docker compose run --rm train python -m rcea.prepare --scale 7b",
+        # in the background through training: the queue held open, the base policy's jobs, workers on GPUs 1..3
+        "docker compose run --rm -T infer-cli python -m infer hold --scale 7b &",
+        "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method base --what all &",
+        "env RCEA_SCALE=7b NUM_WORKERS=3 INFER_GPU_0=1 INFER_GPU_1=2 INFER_GPU_2=3 docker compose up -d infer-workers &",
         "docker compose run --rm train python -m train --method grpo --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method grpo --what all",
         "docker compose run --rm train python -m train --method kl_cov --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method kl_cov --what all",
-        "env RCEA_SCALE=7b NUM_WORKERS=3 docker compose up --attach-dependencies "
-        "--abort-on-container-failure infer-workers",
+        "env RCEA_SCALE=7b NUM_WORKERS=3 INFER_GPU_0=1 INFER_GPU_1=2 INFER_GPU_2=3 docker compose up "
+        "--attach-dependencies --abort-on-container-failure infer-workers",
         "docker compose run --rm infer-cli python -m infer status --scale 7b --check",
         "env RCEA_SCALE=7b docker compose --profile judge up -d --wait judge",
         "docker compose run --rm infer-cli python -m infer.labels validity --scale 7b",
