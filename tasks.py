@@ -139,7 +139,8 @@ def aggregate(c, scale="tiny", skip_bad_parts=False):
 def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="local", address="", override=None):
     """The whole study at one scale, stage by stage; a rerun skips what is complete.
 
-    Stages: prepare, train (each run enqueues its measurements), workers, judge, modes, audit sample,
+    Stages: prepare, train (the measurement workers start with it; each run's measurements start as soon as it has
+    finished), workers (the rest, then a check), judge, modes, audit sample,
     aggregate, results/<scale>/ on the host."""
     n = check_workers(num_workers, choice("scale", scale, SCALES))
     stages = st.study_stages(scale, parse_methods(methods), n)

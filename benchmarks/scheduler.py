@@ -11,9 +11,10 @@ max_completion_tokens, 3 by default (each step samples its batch and scores it f
 sample). Sleeps are those weights scaled so one training run sleeps `--train-seconds`; model loads and
 start-up are left out. GPU busy share: the stand-ins' sleep time over 8 x the makespan.
 
-    (a) today's order: the runs one after another on one GPU, then every measurement on the 8 GPUs
+    (a) the earlier order: the runs one after another on one GPU, then every measurement on the 8 GPUs
     (b) measurements follow each run: the runs on one GPU, each run's measurements (and the base policy's,
-        from the start) on the other 7 as soon as it has finished (`execute(..., follow=...)`)
+        from the start) on the other 7 as soon as it has finished (`execute(..., follow=...)`); what both
+        engines now do (the default one through the queue held open during training: orchestrate/ops/background.py)
     (c) several training GPUs: k runs side by side on k GPUs, the measurements following on the other 8 - k
 
 The GPUs are modelled as per-role slots (`parallel`): a GPU belongs to one role for the whole study.
