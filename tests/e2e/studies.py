@@ -208,6 +208,8 @@ class Rehearsal:
     results: Path                 # RCEA_RESULTS on the host
     volume: Path                  # a copy of the data volume's infer/3b folder and its models' names
     seconds: float                # wall time of the study
+    host: Path                    # the driver's folder on this host (RCEA_DATA: data lock, unit logs, ledger)
+    started: float                # time.time() at the study's start
     killed: dict = field(default_factory=dict)   # the training container killed once (kill_first_training)
 
 
@@ -246,11 +248,15 @@ def engine() -> None:
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
 
 
-def rehearsal_env(project: str, results: Path) -> dict:
+def rehearsal_env(project: str, results: Path, host: Path | None = None) -> dict:
+    """`host`: the study driver's own folder on this host (data lock, unit logs, ledger: RCEA_DATA and RCEA_LEDGER
+    there), so the rehearsal writes nothing into the checkout's ./data; the containers keep the volume."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
-        "RCEA_DATA", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS", "JUDGE_MODEL", "JUDGE_ARGS", "UID", "GID")}
+        "RCEA_DATA", "RCEA_LEDGER", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS", "JUDGE_MODEL", "JUDGE_ARGS",
+        "UID", "GID") and not k.startswith("INFER_GPU")}
+    own = {"RCEA_DATA": str(host), "RCEA_LEDGER": str(host / "ledger.sqlite")} if host else {}
     return dict(env, COMPOSE_FILE=CPU_FILES, COMPOSE_PROJECT_NAME=project, RCEA_RESULTS=str(results),
-                JUDGE_MODEL=JUDGE_WEIGHTS, UID="1000", GID="1000")   # what Invoke writes into .env for root
+                JUDGE_MODEL=JUDGE_WEIGHTS, UID="1000", GID="1000", **own)   # what Invoke writes into .env for root
 
 
 def seed_models(models: Path, env: dict) -> None:
@@ -274,8 +280,8 @@ def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehears
     import time
 
     engine()
-    project, results = f"rcea-rehearsal-{os.getpid()}", tmp_path / "results"
-    env = rehearsal_env(project, results)
+    project, results, host = f"rcea-rehearsal-{os.getpid()}", tmp_path / "results", tmp_path / "host"
+    env = rehearsal_env(project, results, host)
     results.mkdir()
     os.chown(results, 1000, 1000)   # the aggregate container (uid 1000) writes results/3b there
     overrides = [*rehearsal_overrides(), *extra_overrides]
@@ -290,7 +296,7 @@ def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehears
                                  stdout=fev, stderr=subprocess.DEVNULL)
     try:
         seed_models(models, env)
-        t0 = time.monotonic()
+        t0, started = time.monotonic(), time.time()
         # The judge server first, with the study's settings (the study's `up --wait judge` then finds it running
         # and healthy), so the endpoint check costs no second start; it starts while the study trains.
         study_env = dict(env, RCEA_SCALE="3b", RCEA_OVERRIDES=";".join(overrides))
@@ -322,4 +328,5 @@ def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehears
     finally:  # nothing of the project stays: containers, network, the data and cache volumes
         watch.kill()
         docker("compose", "--profile", "*", "down", "--volumes", "--remove-orphans", env=env, check=False, timeout=300)
-    return Rehearsal(run, project, containers, events, judge_log, endpoints, results, volume, took, killed)
+    return Rehearsal(run, project, containers, events, judge_log, endpoints, results, volume, took, host, started,
+                     killed)

@@ -130,11 +130,25 @@ def check_rehearsal(r: Rehearsal) -> None:
     # unit (a container killed is transient), which resumed from that checkpoint (its log, on the host) and finished
     assert r.killed.get("rc") == 0, f"no training container was killed: {r.killed}"
     assert re.search(r"^\[retry\] train:3b:grpo:\w+: attempt 1 failed \(container killed \(exit 137\)", out, re.M), out
-    log = max((ROOT / "data" / "logs" / "units").glob("train_3b_grpo_*.log"), key=lambda p: p.stat().st_mtime)
+    log = max((r.host / "logs" / "units").glob("train_3b_grpo_*.log"), key=lambda p: p.stat().st_mtime)
     parts = log.read_text().split("\n=== ")   # per attempt: a header (time, host, pid, attempt), its argv and output
     retry = max(i for i, part in enumerate(parts) if " attempt 2" in (part.splitlines() or [""])[0])
     assert "[train] resuming from /workspace/data/train/3b/grpo/checkpoints/checkpoint-" in parts[retry + 1], \
         parts[retry + 1][-3000:]
+    # the measurement workers ran while the run trained (issue 28): started with the train stage, they claimed the
+    # base policy's jobs before the training unit finished (the ledger's time of its completion)
+    import sqlite3
+
+    with sqlite3.connect(r.host / "ledger.sqlite") as db:
+        (trained,) = db.execute("SELECT updated FROM units WHERE key LIKE 'train:3b:grpo:%' AND state='done'").fetchone()
+    with sqlite3.connect(volume / "infer" / "3b" / "queue.sqlite") as db:
+        starts = sorted(t for (t,) in db.execute("SELECT started FROM jobs WHERE state='done'"))
+    assert starts and r.started < starts[0] < trained, (r.started, starts[:3], trained)
+    # the driver's own state (data lock, unit logs) went to its host folder, none into the checkout's ./data
+    assert (r.host / ".rcea.lock").exists() and list((r.host / "logs" / "units").glob("train_3b_*.log"))
+    ours = [p for p in (ROOT / "data").rglob("*") if "3b" in p.name and p.stat().st_mtime >= r.started] \
+        if (ROOT / "data").exists() else []
+    assert ours == [], ours
     # the judge stage's one line (infer.labels.one_line); a permanent LLM failure would have stopped the study
     assert re.search(r"\[judge\] \d+ accepted: \d+ valid, \d+ invalid, \d+ without a verdict \(llm\)", out)
 
