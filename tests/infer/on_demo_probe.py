@@ -195,7 +195,7 @@ def test_killed_midway_and_rerun_gives_identical_outputs(tmp_path, monkeypatch):
     live = _copy(Path(src), tmp_path / "live", monkeypatch)
     env = {**os.environ, "RCEA_DATA": str(live), "PYTHONPATH": str(project_root())}
     common = ["--scale", "tiny", "--model", "scripted", "--no-progress"]
-    with ScriptedServer(delay=0.05, faults=faults) as srv:
+    with ScriptedServer(delay=0.05, faults=faults, err500_retry_after="0") as srv:   # no 1 s + 2 s CLI backoff
         for stage, n_total in (("judge", n_judge), ("codebook", n_codebook)):
             cmd = [sys.executable, "-m", f"infer.{stage}", "run", *common, "--base-url", srv.base_url,
                    "--concurrency", "1"]

@@ -105,8 +105,12 @@ def raw(body: str, content_type: str, **headers: str) -> Raw:
 
 class Script:
     def __init__(self, delay: float = 0.0, slow_s: float = 0.15, timeout_sleep_s: float = 3.0,
-                 faults: dict[str, set[str]] | None = None, retry_after: str = "1", served=None):
+                 faults: dict[str, set[str]] | None = None, retry_after: str = "1", served=None,
+                 err500_retry_after: str | None = None):
         self.delay, self.slow_s, self.timeout_sleep_s = delay, slow_s, timeout_sleep_s
+        # ERR500 answers carry `Retry-After: <this>` when set: a CLI run in a subprocess (the client's own 1 s,
+        # 2 s backoff, not settable there) then retries at once; the retry itself is still made and counted
+        self.err500_retry_after = err500_retry_after
         self.served = None if served is None else set(served)
         self.retry_after = retry_after
         self.times: list[float] = []  # monotonic arrival time of every request
@@ -159,6 +163,9 @@ class Script:
             return 200, raw('{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{"index": 0, "mes',
                             "application/json"), 0.0
         if self._request_marked("ERR500", user) and n <= 2:
+            if self.err500_retry_after is not None:
+                return 500, raw(json.dumps({"error": {"message": "scripted failure", "type": "server_error"}}),
+                                "application/json", **{"Retry-After": self.err500_retry_after}), 0.0
             return 500, "", 0.0
         if self._request_marked("RATE429", user) and n == 1:
             return 429, raw(json.dumps({"error": {"message": "slow down", "type": "rate_limit"}}),

@@ -89,7 +89,7 @@ def test_killed_midway_resumes_identically(tmp_path, monkeypatch):
     cmd = [sys.executable, "-m", "infer.codebook", "run", "--scale", "tiny", "--model", "scripted",
            "--concurrency", "1", "--no-progress"]
     env = {**os.environ, "RCEA_DATA": str(live)}
-    with ScriptedServer(delay=0.1) as srv:
+    with ScriptedServer(delay=0.05, err500_retry_after="0") as srv:   # no 1 s + 2 s backoff of the CLI's client
         done_before = kill_when_cached(cmd + ["--base-url", srv.base_url], env, cache, at=8, timeout_s=60)
         assert 8 <= done_before < n_requests, "the kill must land midway"
         assert not (live / "infer" / "tiny" / "semantic" / "codebook" / "assignments.parquet").exists()

@@ -123,7 +123,8 @@ def test_rule_based_plugin_fills_process_valid(probe):
 
 
 def test_cli_run_subprocess(probe):
-    with ScriptedServer() as srv:
+    # no 1 s + 2 s backoff after the ERR500s (the CLI's client) and no 3 s wait on SLOWONCE (no short timeout here)
+    with ScriptedServer(err500_retry_after="0", timeout_sleep_s=0.2) as srv:
         r = subprocess.run([sys.executable, "-m", "infer.judge", "run", "--scale", "tiny", "--base-url", srv.base_url,
                             "--model", "scripted", "--no-progress"], cwd=project_root(), capture_output=True,
                            text=True, timeout=120)

@@ -59,7 +59,8 @@ def test_labels_all_runs_the_llm_judge_then_the_codebook(tmp_path):
     data = tmp_path / "data"
     write_probe_fixture(data)
     env = {**os.environ, "RCEA_DATA": str(data)}
-    with ScriptedServer() as srv:
+    # no 1 s + 2 s backoff after the ERR500s (the CLI's client) and no 3 s wait on SLOWONCE (no short timeout here)
+    with ScriptedServer(err500_retry_after="0", timeout_sleep_s=0.2) as srv:
         r = subprocess.run([sys.executable, "-m", "infer.labels", "all", "--scale", "tiny", "--labeller", "llm",
                             "--base-url", srv.base_url, "--model", "scripted", "--no-progress", "--json"],
                            cwd=project_root(), env=env, capture_output=True, text=True, timeout=300)
