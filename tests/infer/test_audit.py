@@ -27,7 +27,7 @@ def labelled(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("RCEA_DATA", str(root))
     write_probe_fixture(root)
-    with ScriptedServer() as srv:
+    with ScriptedServer(timeout_sleep_s=0.2) as srv:   # SLOWONCE: no 3 s wait (no short timeout here)
         s = LLMSettings(model="scripted", base_url=srv.base_url, progress=False, backoff_s=0.01, timeout_s=5.0)
         run_judge("tiny", LLMJudge(s))
         Pipeline("tiny", s, CodebookSettings()).run()

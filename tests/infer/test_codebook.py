@@ -21,7 +21,7 @@ from tests.infer.scripted_server import ScriptedServer, kill_when_cached, llm_se
 def judged(root, monkeypatch):
     monkeypatch.setenv("RCEA_DATA", str(root))
     write_probe_fixture(root)
-    with ScriptedServer() as srv:
+    with ScriptedServer(timeout_sleep_s=0.2) as srv:   # SLOWONCE: no 3 s wait (no short timeout here)
         run_judge("tiny", LLMJudge(llm(srv)))
 
 
