@@ -6,6 +6,8 @@ each role left behind against the schema and against each other, and that a seco
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import subprocess
@@ -17,18 +19,32 @@ ROOT = Path(__file__).resolve().parents[2]
 METHODS = ("grpo", "kl_cov")  # what the session fixture `demo` (conftest.py) trains
 
 
-def _table(data: Path, name: str) -> list[dict]:
-    """A schema table's complete parts, read in the aggregate environment (this one has no pyarrow)."""
+TABLES = ("samples", "tokens", "covariance", "greedy", "passk")
+
+
+@functools.lru_cache(maxsize=None)
+def _tables(data: Path) -> dict[str, list[dict]]:
+    """Every schema table's complete parts (TABLES), read in one process of the aggregate environment (this
+    one has no pyarrow); once per data folder, since the demo's folder does not change after its fixture."""
     code = ("import json, sys, pathlib, pandas as pd\n"
             "from rcea.store import read_parquet  # by path: no abort at exit (tests/aggregate/test_parquet_exit.py)\n"
-            "d = pathlib.Path(sys.argv[1])\n"
-            "parts = [p for p in d.glob('*.parquet') if pathlib.Path(str(p) + '.manifest.json').exists()]\n"
-            "df = pd.concat([read_parquet(p) for p in parts]) if parts else pd.DataFrame()\n"
-            "print(df.to_json(orient='records'))\n")
+            "out = {}\n"
+            "for name in sys.argv[2:]:\n"
+            "    d = pathlib.Path(sys.argv[1]) / name\n"
+            "    parts = [p for p in d.glob('*.parquet') if pathlib.Path(str(p) + '.manifest.json').exists()]\n"
+            "    df = pd.concat([read_parquet(p) for p in parts]) if parts else pd.DataFrame()\n"
+            "    out[name] = json.loads(df.to_json(orient='records'))\n"
+            "print(json.dumps(out))\n")
     out = subprocess.run([str(ROOT / ".envs" / "aggregate" / "bin" / "python"), "-c", code,
-                          str(data / "infer" / "tiny" / "tables" / name)], capture_output=True, text=True, timeout=120)
+                          str(data / "infer" / "tiny" / "tables"), *TABLES], capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def _table(data: Path, name: str) -> list[dict]:
+    """A schema table's complete parts (a fresh copy of the rows: a test may not change another's)."""
+    rows = copy.deepcopy(_tables(data)[name])
     assert rows, f"no {name} parts"
     return rows
 
