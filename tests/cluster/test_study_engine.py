@@ -301,3 +301,61 @@ def test_infer_gpus_never_take_a_training_gpu(tmp_path):
         else:
             lc = launch("3b", root)
             assert lc.infer_gpus == expect and lc.worker_gpus(8) == expect and lc.worker_gpus(1) == expect[:1]
+
+
+DRIVER = r'''
+import sys
+from invoke import Config, Context
+from orchestrate.ops import study as st
+from tests.cluster.standin import StandIn
+
+pidfile, qpath = sys.argv[1], sys.argv[2]
+sleeper = (sys.executable, "-c", f"import os, time; open({pidfile!r}, 'w').write(str(os.getpid())); time.sleep(120)")
+hold = (sys.executable, "-m", "infer", "hold", "--scale", "tiny", "--beat", "0.2")
+run = StandIn("long", role="train", seconds=60.0)
+train = st.Stage("train", "train", (st.Unit("long", (("true",),), run),), hold=hold, background=(sleeper,))
+st.run_study(Context(Config(overrides={"run": {"in_stream": False}})), [train])
+'''
+
+
+def test_ctrl_c_in_the_train_stage_stops_the_background_workers_and_closes_the_queue(tmp_path):
+    """Ctrl-C while the study trains: the measurement workers started in the background end with the study
+    (orchestrate.ops.interrupt stops every child), the holder closes the queue on its way out, and the study
+    exits 130 with its one line."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from infer.queue import Queue, process_alive
+    from rcea.layout import queue_path
+
+    pidfile, qpath = tmp_path / "worker.pid", queue_path("tiny", tmp_path)
+    env = dict(os.environ, RCEA_DATA=str(tmp_path), RCEA_LEDGER=str(tmp_path / "ledger.sqlite"))
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(pidfile), str(qpath)], cwd=st_root(), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        assert Queue(qpath).is_open()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted (Ctrl-C)" in err, out + err
+    worker = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while process_alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not process_alive(worker)               # the background worker is gone (not left waiting)
+    assert not Queue(qpath).is_open()              # the holder closed the queue on SIGTERM
+
+
+def st_root() -> str:
+    from orchestrate.ops.shell import ROOT
+
+    return str(ROOT)
