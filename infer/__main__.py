@@ -154,8 +154,9 @@ def cmd_hold(args) -> int:
     """Hold the scale's queue open (infer.queue: workers with --until-empty wait for more jobs) until this
     process's stdin ends: the study holds the pipe while its training runs may still enqueue, and closes it
     after the train stage; a killed study closes it too (and a killed holder's heartbeat goes stale)."""
+    import select
     import signal
-    import threading
+    import time
 
     from infer.queue import Queue, worker_name
     from rcea.layout import queue_path
@@ -163,22 +164,23 @@ def cmd_hold(args) -> int:
     args.scale = worker_scale(args)
     if args.scale is None:
         return 2
+    stopped = []   # handlers first: a Ctrl-C right after "open" is printed still closes the queue
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.append(True))
     q, holder = Queue(queue_path(args.scale)), f"hold@{worker_name()}"
     q.open(holder)
     print(f"queue {q.path}: open (held by {holder} until its stdin ends)", flush=True)
-    ended = threading.Event()
-
-    def until_eof() -> None:
-        while sys.stdin.buffer.read(65536):
-            pass
-        ended.set()
-
-    threading.Thread(target=until_eof, daemon=True).start()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: ended.set())
-    while not ended.wait(args.beat):
-        if not q.beat(holder):   # closed (or re-opened) by another holder: nothing left to hold
+    # stdin is watched here, in the only thread: a thread blocked reading it at exit aborts the interpreter
+    # ("could not acquire lock for <stdin> at interpreter shutdown"), a second line after Ctrl-C.
+    fd, next_beat = sys.stdin.fileno(), time.monotonic() + args.beat
+    while not stopped:
+        ready, _, _ = select.select([fd], [], [], max(0.0, min(0.5, next_beat - time.monotonic())))
+        if ready and not os.read(fd, 65536):   # end of input: the study closed the pipe
             break
+        if time.monotonic() >= next_beat:
+            if not q.beat(holder):   # closed (or re-opened) by another holder: nothing left to hold
+                break
+            next_beat = time.monotonic() + args.beat
     q.close(holder)
     print(f"queue {q.path}: closed", flush=True)
     return 0

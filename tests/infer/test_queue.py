@@ -380,3 +380,27 @@ def test_infer_hold_keeps_the_queue_open_until_its_stdin_ends(tmp_path):
         assert not q.is_open() and q._conn().execute("SELECT count(*) FROM opened").fetchone() == (0,)
     finally:
         hold.kill()
+
+
+def test_infer_hold_stopped_by_ctrl_c_closes_the_queue_and_says_nothing_else(tmp_path):
+    """Ctrl-C reaches the holder with the study's whole process group: it closes the queue and exits 0 with an
+    empty stderr (a thread left blocked on stdin made the interpreter abort at exit with a second line)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from rcea.layout import queue_path
+
+    env = dict(os.environ, RCEA_DATA=str(tmp_path))
+    for _ in range(3):   # the abort depended on timing: a few tries
+        hold = subprocess.Popen([sys.executable, "-m", "infer", "hold", "--scale", "tiny", "--beat", "0.1"], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert "open" in hold.stdout.readline()
+            hold.send_signal(signal.SIGINT)
+            out, err = hold.communicate(timeout=10)
+            assert hold.returncode == 0 and "closed" in out and err == "", err
+            assert not Queue(queue_path("tiny", tmp_path)).is_open()
+        finally:
+            hold.kill()
