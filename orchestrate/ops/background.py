@@ -29,8 +29,9 @@ class Background:
         self.holder: subprocess.Popen | None = None
         self.procs: list[tuple[tuple[str, ...], subprocess.Popen]] = []
 
-    def start(self, commands, hold=None) -> None:
-        """Start `hold` (the queue's holder) and wait until it says the queue is open, then each command."""
+    def start(self, commands, hold=None, log=None, quiet=()) -> None:
+        """Start `hold` (the queue's holder) and wait until it says the queue is open, then each command; the
+        output of those in `quiet` (an enqueue's line per job) goes to the file `log`, not the terminal."""
         os.chdir(ROOT)
         if hold is not None and self.holder is None:
             self.holder = subprocess.Popen(list(hold), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -41,9 +42,16 @@ class Background:
                 raise Exit(f"study: the queue holder `{sh(hold)}` did not open the queue (exit {rc}): {first.strip()}",
                            code=1)
             print(first.strip(), flush=True)
+        if commands:   # one line: `--dry` lists the commands themselves
+            print(f"study: {len(commands)} command(s) started in the background (listed by --dry)", flush=True)
         for argv in commands:
-            print(f"study: in the background: {sh(argv)}", flush=True)
-            self.procs.append((tuple(argv), subprocess.Popen(list(argv))))
+            out = None
+            if log is not None and tuple(argv) in {tuple(q) for q in quiet}:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                out = open(log, "a", encoding="utf-8")
+            self.procs.append((tuple(argv), subprocess.Popen(list(argv), stdout=out)))
+            if out is not None:
+                out.close()   # the child holds its own copy
 
     def close(self) -> None:
         """Close the queue: the holder's stdin ends, it marks the queue closed and exits."""
@@ -51,9 +59,7 @@ class Background:
         if h is None:
             return
         try:
-            out = h.communicate(timeout=HOLD_WAIT_S)[0]   # closes its stdin first
-            for line in (out or "").splitlines():
-                print(line, flush=True)
+            h.communicate(timeout=HOLD_WAIT_S)   # closes its stdin first; the workers stage then names the queue
         except (OSError, ValueError, subprocess.TimeoutExpired):
             h.kill()   # its heartbeat goes stale: the queue counts as closed within infer.queue.STALE_S
 

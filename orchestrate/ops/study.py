@@ -158,7 +158,8 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
             print(f"{sh(argv)} &", flush=True)   # in the background (orchestrate/ops/background.py)
         return run_all(c, stage.commands())
     if stage.hold or stage.background:
-        BACKGROUND.start(stage.background, stage.hold or None)
+        enqueues = [a for a in stage.background if "enqueue" in a]   # a line per job: to the log, as a run's
+        BACKGROUND.start(stage.background, stage.hold or None, log=Path(log_dir) / "background.log", quiet=enqueues)
     if stage.closes:   # the queue closes; a command of a background process waits for it (Compose's `up` re-attaches)
         BACKGROUND.close()
         commands = [argv for argv in stage.commands() if not BACKGROUND.join(argv)]

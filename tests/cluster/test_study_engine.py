@@ -270,7 +270,7 @@ def test_the_local_engine_measures_each_run_while_the_others_still_train(tmp_pat
     bad = [StandIn("bad", role="train", seconds=0.2, exit_code=3), StandIn("slow2", role="train", seconds=1.0)]
     started = []
     real_start = st.BACKGROUND.start
-    monkeypatch.setattr(st.BACKGROUND, "start", lambda *a: (real_start(*a), started.extend(
+    monkeypatch.setattr(st.BACKGROUND, "start", lambda *a, **kw: (real_start(*a, **kw), started.extend(
         p for _, p in st.BACKGROUND.procs)))
     with pytest.raises(Exit, match="1 of 2 unit"):
         st.run_study(c, stages(bad), log_dir=tmp_path / "logs")

@@ -150,7 +150,7 @@ def test_the_terminal_gets_the_signal_not_the_noise(demo):
     data, out, _ = demo
     err = (data.parent / "first-run.stderr").read_text()
     lines = (out + err).splitlines()
-    assert len(lines) <= 80, "\n".join(lines)
+    assert len(lines) <= 90, "\n".join(lines)   # measurement progress now runs beside training: ~80
     noise = re.compile(r"warn|Loading weights|it/s\]|^\s*[{}\[\]]\s*$|^(added|exists) ", re.I)
     assert [ln for ln in lines if noise.search(ln)] == []
     assert "probe:base-0" in (data / "logs" / "workers" / "tiny.log").read_text()   # the per-job lines: in the log
