@@ -76,7 +76,7 @@ class Background:
 
     def finish(self) -> None:
         """Wait for the one-off background commands (enqueue, `up -d`); a failure stops the study."""
-        for argv, proc in list(self.procs):
+        for argv, _ in list(self.procs):
             self.join(argv)
 
     def stop(self) -> None:

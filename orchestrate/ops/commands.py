@@ -224,7 +224,8 @@ def data_root(scale: str = "tiny") -> str:
 
 
 def host_data(scale: str = "tiny") -> str:
-    """The study driver's own state on this host (data lock, unit logs, ledger): $RCEA_DATA, else ./data."""
+    """The study driver's own state on this host (data lock, unit and study logs): $RCEA_DATA, else ./data
+    (the ledger is apart: orchestrate.executors.ledger.default_ledger)."""
     return launch(scale).host_data()
 
 

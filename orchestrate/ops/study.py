@@ -73,6 +73,7 @@ class Stage:
     scale: str = "tiny"
     hold: tuple[str, ...] = ()    # the queue's holder, started first and kept until a stage `closes` it
     background: tuple[tuple[str, ...], ...] = ()   # started at the stage's start, joined when a stage `closes`
+    quiet: tuple[tuple[str, ...], ...] = ()        # those of `background` whose output goes to the study's log
     closes: bool = False          # close the queue, then join the background commands (see background.py)
 
     def commands(self) -> list[list[str]]:
@@ -111,7 +112,8 @@ def study_stages(scale: str, methods, num_workers: int | None = None) -> list[St
                work=TrainUnit(m, scale, launcher=lc.launcher)) for m in methods],
         parallel=jobs, gpus=gpus, scale=scale, hold=tuple(cmd.hold_command(scale)),
         background=(tuple(cmd.enqueue_command(scale, "base")),
-                    tuple(cmd.workers_command(scale, num_workers, detach=True, gpus=gpus_m)))))
+                    tuple(cmd.workers_command(scale, num_workers, detach=True, gpus=gpus_m))),
+        quiet=(tuple(cmd.enqueue_command(scale, "base")),)))   # a line per job: to the log, as a run's enqueue
     stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers}, the rest once "
                                     "training is done)", [_unit(
         "workers", cmd.workers_command(scale, num_workers, detach=False, gpus=gpus_m),
@@ -158,8 +160,8 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
             print(f"{sh(argv)} &", flush=True)   # in the background (orchestrate/ops/background.py)
         return run_all(c, stage.commands())
     if stage.hold or stage.background:
-        enqueues = [a for a in stage.background if "enqueue" in a]   # a line per job: to the log, as a run's
-        BACKGROUND.start(stage.background, stage.hold or None, log=Path(log_dir) / "background.log", quiet=enqueues)
+        BACKGROUND.start(stage.background, stage.hold or None, log=Path(log_dir) / "background.log",
+                         quiet=stage.quiet)
     if stage.closes:   # the queue closes; a command of a background process waits for it (Compose's `up` re-attaches)
         BACKGROUND.close()
         commands = [argv for argv in stage.commands() if not BACKGROUND.join(argv)]
