@@ -165,7 +165,7 @@ def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
 def build(c, role="all", cpu=False, base="auto"):
     """Build the container images from docker/ with BuildKit (the engine: scripts/engine or `invoke engine`)."""
     roles = images.BUILD_ROLES if role == "all" else (choice("role", role, ROLES + ("all",)),)
-    require_compose(c, "building images", "use scripts/bootstrap (the local CPU environments)")
+    require_compose(c, "building images", "use scripts/bootstrap (the local CPU environments)", state=False)
     images.build_images(c, roles, cpu, choice("base", base, ("auto", "public", "local")))
 
 

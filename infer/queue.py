@@ -1,4 +1,5 @@
-"""The job queue: one SQLite database per scale on the shared volume (data/infer/<scale>/queue.sqlite).
+"""The job queue: tables of the study's one state store, an SQLite database per scale (data/state/<scale>.sqlite,
+rcea.layout.state_path; the driver's ledger of units, orchestrate.executors.ledger, is in the same file).
 
 Every state change is a transaction (`BEGIN IMMEDIATE`). A claimed job carries a lease that the worker's
 heartbeat extends, and the holder's host (host name + PID namespace) and process id. A job whose lease

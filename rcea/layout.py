@@ -9,7 +9,10 @@
                                                 TRAINER_STATE, the objective trainer's own state
         steps.jsonl, tb/                        per-step log, TensorBoard mirror
     seeds/<scale>/<method>/                     the run-to-run noise runs (train.seeds)
-    infer/<scale>/queue.sqlite                  the job queue
+    state/<scale>.sqlite                        the study's one state store: its measurement jobs (the queue:
+                                                infer.queue) and its units' attempts (the ledger:
+                                                orchestrate.executors.ledger); under Compose this folder
+                                                is the host's, bind-mounted into every container
     infer/<scale>/tables/<table>/<part>.parquet the sample schema (rcea/schema.py), one part per job
     infer/<scale>/semantic/                     validity and mode labels, judge_calibration.json;
                                                 audit/audit.sqlite, audit/report.json
@@ -113,8 +116,12 @@ def infer_dir(scale: str, root: str | Path | None = None) -> Path:
     return _root(root) / "infer" / scale
 
 
-def queue_path(scale: str, root: str | Path | None = None) -> Path:
-    return infer_dir(scale, root) / "queue.sqlite"
+def state_path(scale: str, root: str | Path | None = None) -> Path:
+    """The study's one state store (SQLite): the queue's jobs and the ledger's units, in one file per scale."""
+    return _root(root) / "state" / f"{scale}.sqlite"
+
+
+queue_path = state_path   # the queue's tables live in the state store
 
 
 def tables_dir(scale: str, root: str | Path | None = None) -> Path:

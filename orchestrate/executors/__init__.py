@@ -5,7 +5,8 @@
 
 Both skip units whose outputs are complete, group measurement jobs of one checkpoint into one process
 (orchestrate.units.batches), record every unit in the driver's SQLite ledger (orchestrate.executors.ledger), print
-stage counts with the time left, and retry transient failures. `report.failed` maps each unit that
+stage counts with the time left, and retry transient failures. The ledger is the study's state store under the
+local engine (orchestrate.executors.ledger.default_ledger). `report.failed` maps each unit that
 could not be completed to its reason; the caller decides whether that stops the study.
 """
 
@@ -43,7 +44,9 @@ def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
     root = Path(data_root) if data_root is not None else data_dir()
-    ledger = Ledger(ledger_path or default_ledger(root))
+    units = list(units)
+    scales = {getattr(u, "scale", None) for u in units}
+    ledger = Ledger(ledger_path or default_ledger(root, scales.pop() if len(scales) == 1 else None, engine))
     report, seen, counts = Report(), set(), {"total": {}, "skipped": {}}
     progress = None
 

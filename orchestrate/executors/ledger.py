@@ -1,12 +1,17 @@
-"""The driver's ledger of work units (SQLite) and the progress line.
+"""The ledger of work units and the progress line.
 
-The ledger lives on the driver's local disk, never on the shared data volume: SQLite's locking is not
-safe on network filesystems. It records every unit's state, attempts, durations and the events the
-workers report (start of an attempt: node, pid, GPUs), so a restarted driver knows what happened and
-the time-left estimate can use the durations of earlier runs. Completeness itself is always checked
-on the outputs (`unit.done`): the ledger never makes a missing output count as done.
+The ledger records every unit's state, attempts, durations and the events the workers report (start of an
+attempt: node, pid, GPUs), so a restarted driver knows what happened and the time-left estimate can use the
+durations of earlier runs. Completeness itself is always checked on the outputs (`unit.done`): the ledger
+never makes a missing output count as done.
 
-Default path: `.ledger/<digest of the data folder>.sqlite` under the project root; RCEA_LEDGER overrides.
+Where it lives (`default_ledger`): under the default engine, in the study's one state store,
+`<data>/state/<scale>.sqlite` (rcea.layout.state_path), beside the queue's jobs (infer.queue): one file holds
+the state of every unit of the study, training runs and measurement jobs alike, at every scale (under Compose
+that folder is the host's, bind-mounted into the containers). Under Ray the data folder is a cluster's shared
+folder (NFS or similar), where SQLite's locks are not safe, and no queue exists: the ledger is then the
+study's only store, on the driver's own disk, `.ledger/<digest of the data folder>.sqlite`. RCEA_LEDGER names
+another file under either engine.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from rcea import layout
 from rcea.paths import project_root
 from rcea.progress import duration
 from orchestrate.units import digest
@@ -30,21 +36,31 @@ CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL,
 """
 
 
-def default_ledger(data_root) -> Path:
+def default_ledger(data_root, scale: str | None = None, engine: str = "local") -> Path:
+    """$RCEA_LEDGER, else the state store of `scale` in `data_root` (the local engine), else the driver's own
+    `.ledger/` file of that data folder (Ray, or units of several scales)."""
     env = os.environ.get("RCEA_LEDGER")
     if env:
         return Path(env)
+    if engine == "local" and scale:
+        return layout.state_path(scale, data_root)
     return project_root() / ".ledger" / f"{digest(str(Path(data_root).resolve()))}.sqlite"
 
 
 class Ledger:
-    """One SQLite file, used by the driver process only (one connection, autocommit)."""
+    """The `units` and `events` tables of one SQLite file (the driver's one connection, autocommit); the file may
+    hold the queue's tables too (the state store), which other processes use at the same time."""
 
     def __init__(self, path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        new = not self.path.exists()
+        self.db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")   # as the queue's: its workers read and write beside the driver
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        if new:
+            share_owner(self.path)
 
     def set(self, key: str, role: str, state: str, **fields) -> None:
         cols = {"role": role, "state": state, "updated": time.time(), **fields}
@@ -83,6 +99,16 @@ class Ledger:
 
     def close(self) -> None:
         self.db.close()
+
+
+def share_owner(path: Path) -> None:
+    """A store made by root here takes its folder's owner: the containers that share it (compose.yaml's state
+    folder, as UID:GID) must write it too (SQLite gives its -wal and -shm files the database's owner)."""
+    if os.getuid() != 0:
+        return
+    st = path.parent.stat()
+    if st.st_uid != 0 or st.st_gid != 0:
+        os.chown(path, st.st_uid, st.st_gid)
 
 
 class Progress:

@@ -63,9 +63,10 @@ def engine_available() -> bool:
     return _probe(["docker", "info", "--format", "{{.ServerVersion}}"])
 
 
-def require_compose(c, what: str, tiny_hint: str, gpu: bool = True):
+def require_compose(c, what: str, tiny_hint: str, gpu: bool = True, state: bool = True):
     """Real scales need Docker with the compose plugin and an engine; say so, and what to run instead.
-    `gpu=False`: the step is CPU only and runs in a container because the scale's data is in its volume."""
+    `gpu=False`: the step is CPU only and runs in a container because the scale's data is in its volume.
+    `state`: the containers share the host's state folder (made here: `state_folder`)."""
     if is_dry(c):
         return
     if not compose_available() or not engine_available():
@@ -79,6 +80,23 @@ def require_compose(c, what: str, tiny_hint: str, gpu: bool = True):
                    f"  or {host} (check it with `invoke doctor{' --strict' if gpu else ''}`).", code=3)
     uid, gid = container_ids()
     write_env_file({"UID": str(uid), "GID": str(gid)})
+    if state:
+        state_folder()
+
+
+def state_folder() -> Path:
+    """The host folder compose.yaml bind-mounts at the containers' data/state: `$RCEA_DATA/state` (./data/state),
+    which holds the study's one state store (rcea.layout.state_path), shared by the driver here and the
+    containers. Made here as this user (Docker would make a missing one as root), given to the containers' user
+    when this is root; $RCEA_DATA made absolute, so Compose reads it as a folder, not as a volume's name."""
+    data = (ROOT / os.environ.get("RCEA_DATA", "data")).resolve()
+    if "RCEA_DATA" in os.environ:
+        os.environ["RCEA_DATA"] = str(data)
+    folder = data / "state"
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.getuid() == 0:
+        os.chown(folder, *container_ids())
+    return folder
 
 
 def container_ids() -> tuple[int, int]:

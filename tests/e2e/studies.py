@@ -208,7 +208,7 @@ class Rehearsal:
     results: Path                 # RCEA_RESULTS on the host
     volume: Path                  # a copy of the data volume's infer/3b folder and its models' names
     seconds: float                # wall time of the study
-    host: Path                    # the driver's folder on this host (RCEA_DATA: data lock, unit logs, ledger)
+    host: Path                    # the driver's folder on this host (RCEA_DATA: data lock, unit logs, state/)
     started: float                # time.time() at the study's start
     killed: dict = field(default_factory=dict)   # the training container killed once (kill_first_training)
 
@@ -249,12 +249,13 @@ def engine() -> None:
 
 
 def rehearsal_env(project: str, results: Path, host: Path | None = None) -> dict:
-    """`host`: the study driver's own folder on this host (data lock, unit logs, ledger: RCEA_DATA and RCEA_LEDGER
-    there), so the rehearsal writes nothing into the checkout's ./data; the containers keep the volume."""
+    """`host`: the study driver's own folder on this host (RCEA_DATA: data lock, unit logs, and the state folder
+    compose.yaml bind-mounts into every container: the study's one store), so the rehearsal writes nothing into
+    the checkout's ./data; the rest of the containers' data stays in the volume."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
         "RCEA_DATA", "RCEA_LEDGER", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS", "JUDGE_MODEL", "JUDGE_ARGS",
         "UID", "GID") and not k.startswith("INFER_GPU")}
-    own = {"RCEA_DATA": str(host), "RCEA_LEDGER": str(host / "ledger.sqlite")} if host else {}
+    own = {"RCEA_DATA": str(host)} if host else {}
     return dict(env, COMPOSE_FILE=CPU_FILES, COMPOSE_PROJECT_NAME=project, RCEA_RESULTS=str(results),
                 JUDGE_MODEL=JUDGE_WEIGHTS, UID="1000", GID="1000", **own)   # what Invoke writes into .env for root
 

@@ -95,6 +95,8 @@ def check_rehearsal(r: Rehearsal) -> None:
         assert "judge.labeller=llm" in env["RCEA_OVERRIDES"], name
         assert any(m["Type"] == "volume" and m["Name"] == f"{r.project}_data" and m["Destination"] == "/workspace/data"
                    for m in c["Mounts"]), name
+        assert any(m["Type"] == "bind" and m["Source"] == str(r.host / "state") and
+                   m["Destination"] == "/workspace/data/state" for m in c["Mounts"]), name
         assert not c["HostConfig"].get("DeviceRequests"), name
         assert not {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"} & set(env), name
         assert list(c["NetworkSettings"]["Networks"]) == [network], name
@@ -136,12 +138,14 @@ def check_rehearsal(r: Rehearsal) -> None:
     assert "[train] resuming from /workspace/data/train/3b/grpo/checkpoints/checkpoint-" in parts[retry + 1], \
         parts[retry + 1][-3000:]
     # the measurement workers ran while the run trained (issue 28): started with the train stage, they claimed the
-    # base policy's jobs before the training unit finished (the ledger's time of its completion)
+    # base policy's jobs before the training unit finished (the ledger's time of its completion). One store
+    # (issue 28): the driver's ledger and the workers' queue are one file, the host's state folder that every
+    # container mounts at data/state
     import sqlite3
 
-    with sqlite3.connect(r.host / "ledger.sqlite") as db:
+    assert sorted(p.name for p in (r.host / "state").glob("*.sqlite")) == ["3b.sqlite"]
+    with sqlite3.connect(r.host / "state" / "3b.sqlite") as db:
         (trained,) = db.execute("SELECT updated FROM units WHERE key LIKE 'train:3b:grpo:%' AND state='done'").fetchone()
-    with sqlite3.connect(volume / "infer" / "3b" / "queue.sqlite") as db:
         starts = sorted(t for (t,) in db.execute("SELECT started FROM jobs WHERE state='done'"))
     assert starts and r.started < starts[0] < trained, (r.started, starts[:3], trained)
     # the driver's own state (data lock, unit logs) went to its host folder, none into the checkout's ./data
@@ -164,11 +168,12 @@ def test_up_infer_workers_is_the_command_and_honours_num_workers(tmp_path):
     from tests.e2e.studies import ROOT, docker, engine, rehearsal_env
 
     engine()
-    env = dict(rehearsal_env(f"rcea-rehearsal-up-{os.getpid()}", tmp_path), RCEA_SCALE="3b", NUM_WORKERS="2")
+    env = dict(rehearsal_env(f"rcea-rehearsal-up-{os.getpid()}", tmp_path, tmp_path / "host"), RCEA_SCALE="3b",
+               NUM_WORKERS="2")
     try:
         up = subprocess.run(["docker", "compose", "up", "infer-workers"], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=600)
-        assert "no such service" not in up.stderr and "no queue at /workspace/data/infer/3b" in up.stdout, up.stderr
+        assert "no such service" not in up.stderr and "no queue at /workspace/data/state/3b.sqlite" in up.stdout, up.stderr
         states = {c["Service"]: c["ExitCode"] for c in map(json.loads, docker(
             "compose", "ps", "-a", "--format", "{{json .}}", env=env).stdout.splitlines())}
         assert states == {"infer-workers": 1, "infer-worker-0": 2, "infer-worker-1": 2}, states

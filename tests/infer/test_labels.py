@@ -111,14 +111,14 @@ def test_a_worker_refuses_a_missing_queue_and_leaves_none_behind(tmp_path):
     r = _infer(["worker", "--scale", "3b", "--until-empty"], tmp_path)
     assert r.returncode == 2 and "no queue at" in r.stderr
     assert "invoke infer" in r.stderr and "invoke study --scale 3b" in r.stderr
-    assert not list(tmp_path.rglob("queue.sqlite*"))
+    assert not list(tmp_path.rglob("*.sqlite*"))
 
 
 def test_a_worker_takes_its_scale_from_the_environment_and_refuses_none(tmp_path):
     r = _infer(["worker", "--until-empty"], tmp_path)
     assert r.returncode == 2 and "needs a scale" in r.stderr and "$RCEA_SCALE is ''" in r.stderr
     r = _infer(["worker", "--until-empty"], tmp_path, RCEA_SCALE="7b")  # the scale compose passes
-    assert r.returncode == 2 and "data/infer/7b" not in r.stderr and f"{tmp_path}/infer/7b/queue.sqlite" in r.stderr
+    assert r.returncode == 2 and "data/infer/7b" not in r.stderr and f"{tmp_path}/state/7b.sqlite" in r.stderr
 
 
 def test_enqueue_base_plans_the_untrained_policy_only(tmp_path, monkeypatch):
@@ -127,7 +127,7 @@ def test_enqueue_base_plans_the_untrained_policy_only(tmp_path, monkeypatch):
     assert sorted(j["key"] for j in jobs) == ["greedy:base-0", "passk:base-0", "probe:base-0"]
     r = _infer(["enqueue", "--scale", "3b", "--method", "base", "--what", "probe"], tmp_path)
     assert r.returncode == 0, r.stderr
-    with sqlite3.connect(tmp_path / "infer" / "3b" / "queue.sqlite") as con:
+    with sqlite3.connect(tmp_path / "state" / "3b.sqlite") as con:
         assert [k for (k,) in con.execute("SELECT key FROM jobs")] == ["probe:base-0"]
     r = _infer(["status", "--scale", "3b", "--check"], tmp_path)
     assert r.returncode == 3 and "not every job is done" in r.stderr  # pending: the study must not go on
@@ -136,7 +136,7 @@ def test_enqueue_base_plans_the_untrained_policy_only(tmp_path, monkeypatch):
 def test_enqueue_without_checkpoints_leaves_no_empty_queue(tmp_path):
     r = _infer(["enqueue", "--scale", "3b", "--method", "grpo"], tmp_path)
     assert r.returncode != 0 and "train first" in r.stderr
-    assert not list(tmp_path.rglob("queue.sqlite*"))
+    assert not list(tmp_path.rglob("*.sqlite*"))
 
 
 def test_status_follow_waits_until_the_queue_drains(tmp_path, capsys):

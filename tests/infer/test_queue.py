@@ -310,7 +310,7 @@ def test_the_worker_command_says_a_queue_damaged_while_it_ran_in_one_line(tmp_pa
     monkeypatch.setattr(infer.worker, "run_worker", damaged)
     assert main(["worker", "--scale", "tiny", "--until-empty"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "queue.sqlite is damaged (file is not a database)" in err
+    assert err.count("\n") == 1 and "state/tiny.sqlite is damaged (file is not a database)" in err
 
 
 def test_an_until_empty_worker_waits_while_the_queue_is_open_and_exits_once_it_is_closed(tmp_path):
