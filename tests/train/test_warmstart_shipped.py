@@ -2,8 +2,8 @@
 
 Checked here: the shipped files hash as recorded and stay small; they were built for the tiny
 configuration's exact spec from a base model that this checkout builds bit for bit; `ensure_policy`
-copies them (no training); a short partial rebuild (the recipe's first 10 of 1,200 steps, seconds) is
-deterministic and reproduces the recorded bytes of those steps. The whole rebuild, `scripts/run warm-start`,
+copies them (no training); a short partial rebuild (the recipe's first 10 of 1,200 steps, seconds) reproduces
+the recorded bytes of those steps on the recording CPU, and their fingerprint within tolerance on another. The whole rebuild, `scripts/run warm-start`,
 compares its result with the shipped files byte for byte (1,200 steps on one thread: 8 min 25 s on this 2-core
 machine under load, byte-identical, docs/measurements.md; too slow for the suite).
 """
@@ -66,14 +66,20 @@ def test_another_spec_trains_instead_and_a_damaged_file_is_named(monkeypatch, tm
         warmstart.shipped_for(spec, base, shipped)
 
 
-def test_partial_rebuild_reproduces_the_recorded_bytes(tmp_path):
+def test_partial_rebuild_reproduces_the_record_within_the_cpu_tolerance(tmp_path):
+    """The base model is built bit for bit on any CPU (no arithmetic beyond the seeded draws). Ten training steps
+    are bit-exact only on the CPU that recorded them: another instruction set (AVX-512 with bf16 against the
+    recording machine's; torch's and MKL's kernels pick their own) moves the weights by about 1e-6, measured
+    here: byte-different, fingerprint within 1.3e-5 of the record (rtol 1e-4), against changes of about 0.1 of
+    each tensor's norm that a changed recipe makes. So: the same bytes, or the fingerprint within tolerance,
+    the rule `scripts/run warm-start --steps 10` applies too."""
     cfg = load_config("tiny")
     a, base = warmstart_rebuild.rebuild(cfg, tmp_path / "a", warmstart.PREFIX_STEPS)
     assert base == RECORD["base_sha256"]
-    assert warmstart.sha256(a / "model.safetensors") == RECORD["prefix_sha256"], (
-        "the recipe's first steps no longer give the recorded bytes: the warm start changed "
+    same = warmstart.sha256(a / "model.safetensors") == RECORD["prefix_sha256"]
+    assert same or warmstart.fingerprints_close(warmstart.fingerprint(a), RECORD["prefix_fingerprint"]), (
+        "the recipe's first steps no longer give the recorded weights: the warm start changed "
         "(scripts/run warm-start --write ships a new one)")
-    assert warmstart.fingerprints_close(warmstart.fingerprint(a), RECORD["prefix_fingerprint"])
     # and the rebuild moved the weights: the prefix is not the base model
     assert not warmstart.fingerprints_close(warmstart.fingerprint(tmp_path / "a" / "base"),
                                             RECORD["prefix_fingerprint"])
