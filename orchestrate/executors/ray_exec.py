@@ -53,16 +53,20 @@ def _batch_task(batch, data_root, env, events):
     gpus = list(ray.get_gpu_ids())
     info = {"keys": [u.key for u in batch], "role": batch[0].role, "node": ctx.get_node_id(),
             "host": socket.gethostname(), "pid": os.getpid(), "gpus": gpus, "t": time.time()}
-    ray.get(events.record.remote(info))
+    try:
+        ray.get(events.record.remote(info))
+    except ray.exceptions.RayActorError:   # the event log is restarting (its node was lost): the unit runs all the
+        pass                               # same; only this start goes unrecorded
     # A node sees the shared folder at its own mount point (compose: /workspace/data), named by RCEA_NODE_DATA.
     root = os.environ.get("RCEA_NODE_DATA") or data_root
     return run_batch(batch, root, env, gpu_ids=gpus or None, attempt_note=f"ray node {info['node'][:12]}")
 
 
 def _event_log_class(ray):
-    @ray.remote(num_cpus=0)
+    @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
     class EventLog:
-        """Attempt starts reported by the tasks, drained by the driver."""
+        """Attempt starts reported by the tasks, drained by the driver. Restarted wherever it can run when its
+        node is lost (the starts not yet drained are lost with it: reports, not state)."""
 
         def __init__(self):
             self.items = []
@@ -153,7 +157,11 @@ def run_ray(batches, data_root, ledger, progress, report, log=print, address: st
             submit(batch)
         while pending or held:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=poll_s) if pending else ([], [])
-            for item in ray.get(events.drain.remote()):
+            try:
+                started_now = ray.get(events.drain.remote())
+            except ray.exceptions.RayActorError:   # ActorUnavailableError: the event log's node was lost and
+                started_now = []                     # it restarts (seen in CI when a node was removed mid-study)
+            for item in started_now:
                 _started(item, attempts, ledger, progress, report, log, on_event)
             for ref in ready:
                 batch = pending.pop(ref)
