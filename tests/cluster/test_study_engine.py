@@ -198,18 +198,16 @@ def test_num_workers_caps_the_measurements_in_flight_on_a_ray_cluster(ray_local,
 
     assert st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379", 2).cap == 2
     assert st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379").cap is None   # not given: the cluster decides
-    in_flight = []
-
-    def count(_event) -> None:   # at each start: units started (their marks) minus units finished (their outputs)
-        started = len(list((tmp_path / "seen").glob("*")))
-        finished = len(list((tmp_path / "standin").glob("*.txt")))
-        in_flight.append(started - finished)
-
     units = [StandIn(f"m{i}", seconds=0.4) for i in range(5)]
     report = execute(units, "ray", data_root=tmp_path, ledger_path=tmp_path / "ledger.sqlite", fake_gpus=True,
-                     limit={"infer": 1}, on_event=count)
+                     limit={"infer": 1})
     assert sorted(report.done) == sorted(u.key for u in units) and not report.failed
-    assert len(in_flight) == 5 and max(in_flight) == 1   # one at a time (two CPUs here would run two)
+    # each unit's run, from its start mark to its output (their files' times; counting at the driver's drain of
+    # the start events saw 0 in flight under load, the unit already done): one at a time, never overlapping
+    # (two CPUs here would run two at once)
+    runs = sorted((next((tmp_path / "seen").glob(f"{u.name}.*")).stat().st_mtime, u.output(tmp_path).stat().st_mtime)
+                  for u in units)
+    assert len(runs) == 5 and all(start >= end for (_, end), (start, _) in zip(runs, runs[1:])), runs
 
 
 WORKER = r'''
