@@ -155,8 +155,12 @@ def test_the_cpu_override_drops_every_gpu_reservation_and_uses_the_cpu_images(co
         assert full[name]["command"][:4] == ["python", "-m", "infer", "worker"]
         assert "--backend" in full[name]["command"] and "vllm" in full[name]["command"]   # auto = HF on CPU
         assert full[name]["environment"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
+        # unbound, one thread: vLLM's default pinned every engine to core 0 of 2 (the other one reserved)
+        assert (full[name]["environment"]["VLLM_CPU_OMP_THREADS_BIND"], full[name]["environment"]["OMP_NUM_THREADS"]) \
+            == ("nobind", "1")
         assert full[name]["environment"]["WORKER_RANK"] == base[name]["environment"]["WORKER_RANK"]
     assert "--dtype bfloat16" in full["judge"]["environment"]["JUDGE_ARGS"]
+    assert full["judge"]["environment"]["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
     assert full["judge"]["command"] == base["judge"]["command"] == ["python", "-m", "infer.judge_server"]
 
 

@@ -105,6 +105,7 @@ def check_rehearsal(r: Rehearsal) -> None:
     for i, name in enumerate(WORKERS[:2]):
         env, state = env_of(by_service[name]), by_service[name]["State"]
         assert (env["WORKER_RANK"], env["NUM_WORKERS"]) == (str(i), "2"), name
+        assert env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind", name   # not every engine pinned to core 0
         assert state["ExitCode"] == 0 and "--backend" in by_service[name]["Config"]["Cmd"], name
     assert by_service["infer-workers"]["State"]["ExitCode"] == 0
 
