@@ -61,8 +61,9 @@ class Launch:
         return os.environ.get("RCEA_DATA", self.data) if self.local else self.data
 
     def host_data(self) -> str:
-        """Where the study's driver keeps its own state on this host (data lock, unit logs): $RCEA_DATA, else the
-        scale's data folder (under Compose the containers' data stays in the volume)."""
+        """The study driver's folder on this host (data lock, unit logs, state/: the state store, shared with the
+        containers through a bind mount): $RCEA_DATA, else the scale's data folder (under Compose the rest of the
+        containers' data stays in the volume)."""
         return os.environ.get("RCEA_DATA", self.data)
 
     def results_root(self) -> str:

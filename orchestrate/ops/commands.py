@@ -224,8 +224,8 @@ def data_root(scale: str = "tiny") -> str:
 
 
 def host_data(scale: str = "tiny") -> str:
-    """The study driver's own state on this host (data lock, unit and study logs): $RCEA_DATA, else ./data
-    (the ledger is apart: orchestrate.executors.ledger.default_ledger)."""
+    """The study driver's folder on this host (data lock, unit and study logs, and state/: the study's one state
+    store, which compose.yaml bind-mounts into the containers): $RCEA_DATA, else ./data."""
     return launch(scale).host_data()
 
 
