@@ -96,6 +96,9 @@ def state_folder() -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     if os.getuid() == 0:
         os.chown(folder, *container_ids())
+    elif not os.access(folder, os.W_OK):   # e.g. made by Docker as root for a bare `docker compose up`
+        raise Exit(f"the state folder {folder} is not writable by this user, nor by the containers that run as it: "
+                   f"sudo chown -R {os.getuid()}:{os.getgid()} {folder}", code=2)
     return folder
 
 
