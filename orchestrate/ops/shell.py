@@ -87,18 +87,23 @@ def require_compose(c, what: str, tiny_hint: str, gpu: bool = True, state: bool 
 def state_folder() -> Path:
     """The host folder compose.yaml bind-mounts at the containers' data/state: `$RCEA_DATA/state` (./data/state),
     which holds the study's one state store (rcea.layout.state_path), shared by the driver here and the
-    containers. Made here as this user (Docker would make a missing one as root), given to the containers' user
-    when this is root; $RCEA_DATA made absolute, so Compose reads it as a folder, not as a volume's name."""
+    containers (`bind_source`). $RCEA_DATA is made absolute, so Compose reads it as a folder, not a volume's name."""
     data = (ROOT / os.environ.get("RCEA_DATA", "data")).resolve()
     if "RCEA_DATA" in os.environ:
         os.environ["RCEA_DATA"] = str(data)
-    folder = data / "state"
-    folder.mkdir(parents=True, exist_ok=True)
-    if os.getuid() == 0:
-        os.chown(folder, *container_ids())
-    elif not os.access(folder, os.W_OK):   # e.g. made by Docker as root for a bare `docker compose up`
+    folder = bind_source(data / "state")
+    if os.getuid() != 0 and not os.access(folder, os.W_OK):   # e.g. made by Docker as root for a bare `docker compose up`
         raise Exit(f"the state folder {folder} is not writable by this user, nor by the containers that run as it: "
                    f"sudo chown -R {os.getuid()}:{os.getgid()} {folder}", code=2)
+    return folder
+
+
+def bind_source(folder: Path, containers: bool = True) -> Path:
+    """A host folder the containers write through a bind mount, made here as this user (Docker would make a
+    missing one as root); when this is root and `containers`, given to the containers' user."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if containers and os.getuid() == 0:
+        os.chown(folder, *container_ids())
     return folder
 
 

@@ -45,7 +45,7 @@ from orchestrate.ops import interrupt
 from orchestrate.ops.background import BACKGROUND
 from rcea.launch import launch
 from rcea.progress import duration
-from orchestrate.ops.shell import ROOT, container_ids, is_dry, run_all, sh
+from orchestrate.ops.shell import ROOT, bind_source, is_dry, run_all, sh
 from orchestrate.units import TrainUnit
 
 # The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
@@ -239,10 +239,7 @@ def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = 
     scale = stages[0].scale if stages else "tiny"
     log_dir = log_dir or layout.logs_dir("study", cmd.host_data(scale))
     if not is_dry(c):  # made here, as this user: Docker would create a missing bind-mount source as root
-        results = ROOT / cmd.results_dir()
-        results.mkdir(parents=True, exist_ok=True)
-        if os.getuid() == 0 and any("docker" in argv for s in stages for argv in s.commands()):
-            os.chown(results, *container_ids())   # root's containers run as 1000:1000 (orchestrate.ops.shell)
+        bind_source(ROOT / cmd.results_dir(), any("docker" in argv for s in stages for argv in s.commands()))
     t0 = time.monotonic()
     with interrupt.guard(), data_lock(c, scale):
         try:
