@@ -158,9 +158,11 @@ def test_the_cpu_override_drops_every_gpu_reservation_and_uses_the_cpu_images(co
         # unbound, one thread: vLLM's default pinned every engine to core 0 of 2 (the other one reserved)
         assert (full[name]["environment"]["VLLM_CPU_OMP_THREADS_BIND"], full[name]["environment"]["OMP_NUM_THREADS"]) \
             == ("nobind", "1")
+        assert full[name]["environment"]["TORCHDYNAMO_DISABLE"] == "1"   # no Inductor build of the sampler at start
         assert full[name]["environment"]["WORKER_RANK"] == base[name]["environment"]["WORKER_RANK"]
     assert "--dtype bfloat16" in full["judge"]["environment"]["JUDGE_ARGS"]
     assert full["judge"]["environment"]["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+    assert full["judge"]["environment"]["TORCHDYNAMO_DISABLE"] == "1"
     assert full["judge"]["command"] == base["judge"]["command"] == ["python", "-m", "infer.judge_server"]
 
 

@@ -106,6 +106,7 @@ def check_rehearsal(r: Rehearsal) -> None:
         env, state = env_of(by_service[name]), by_service[name]["State"]
         assert (env["WORKER_RANK"], env["NUM_WORKERS"]) == (str(i), "2"), name
         assert env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind", name   # not every engine pinned to core 0
+        assert env["TORCHDYNAMO_DISABLE"] == "1", name              # no Inductor build of the sampler at start
         assert state["ExitCode"] == 0 and "--backend" in by_service[name]["Config"]["Cmd"], name
     assert by_service["infer-workers"]["State"]["ExitCode"] == 0
 

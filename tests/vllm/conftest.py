@@ -8,7 +8,7 @@ whole session; the server and the training run that writes two real checkpoints 
 engine is built, so the start-ups overlap.
 
 vLLM reads some settings at import, so they are set here, before any test imports it: one OpenMP thread
-and no core binding (the machine is shared), and vLLM's documented reproducibility settings
+and no core binding (the machine is shared), no torch.compile (compose.cpu.yaml's TORCHDYNAMO_DISABLE), and vLLM's documented reproducibility settings
 (infer.backends.vllm_args.REPRODUCIBLE_ENV: engine core in-process, batch invariance on), which the device
 check uses too. On CPU, `gpu_memory_utilization` is the share of the whole RAM this process may use (the
 default refuses to start on a shared machine); the engine and the server get a KV cache of a fixed size
@@ -37,6 +37,7 @@ from infer.backends.vllm_args import reproducible_env
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")   # as compose.cpu.yaml: no Inductor build of the CPU sampler at start
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 reproducible_env()
