@@ -2,13 +2,14 @@
 
 The area runs the project's vLLM backend and the LLM clients against the real engine and the real OpenAI
 server on the tiny model, so what the GPU host would hit first (a wrong served name, an adapter served with
-another's weights, log-probs of the wrong distribution) fails here. Cost on 2 shared cores: vLLM starts in
-about a minute, so the area starts ONE engine (in this process) and ONE server (a child process) for the
+another's weights, log-probs of the wrong distribution) fails here. Cost on 2 shared cores: vLLM's import and
+engine start take 10 to 30 s, so the area starts ONE engine (in this process) and ONE server (a child process) for the
 whole session; the server and the training run that writes two real checkpoints are launched before the
 engine is built, so the start-ups overlap.
 
 vLLM reads some settings at import, so they are set here, before any test imports it: one OpenMP thread
-and no core binding (the machine is shared), no torch.compile (compose.cpu.yaml's TORCHDYNAMO_DISABLE), and vLLM's documented reproducibility settings
+and no core binding (the machine is shared), no torch.compile (TORCHDYNAMO_DISABLE, as in
+compose.cpu.yaml), and vLLM's documented reproducibility settings
 (infer.backends.vllm_args.REPRODUCIBLE_ENV: engine core in-process, batch invariance on), which the device
 check uses too. On CPU, `gpu_memory_utilization` is the share of the whole RAM this process may use (the
 default refuses to start on a shared machine); the engine and the server get a KV cache of a fixed size
@@ -16,8 +17,8 @@ instead (`kv_cache_memory_bytes`, like VLLM_CPU_KVCACHE_SPACE in compose.cpu.yam
 the project builds them on CPU: the worker's engine with enforce_eager (infer/worker.py), the judge server
 by `python -m infer.judge_server` (the Compose judge service's command) with compose.cpu.yaml's options.
 The model is the demo's tiny policy and the adapters are two checkpoints of a real GRPO run of the project's
-trainer, made in the train environment in the background (see TRAIN_SCRIPT). Measured on the shared 2-core
-machine: the area in 1.5 min (load ~10) to 4 min (load ~20).
+trainer, made in the train environment in the background (see TRAIN_SCRIPT). Measured on the 2-core
+machine: the area in 23 s alone, 50 s beside the other areas of scripts/test.
 """
 
 from __future__ import annotations
