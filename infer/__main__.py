@@ -26,7 +26,7 @@ def cmd_enqueue(args) -> int:
 
     from infer.plan import plan_jobs
     from infer.queue import Queue
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
     from rcea.paths import data_dir
     from rcea.store import job_complete
 
@@ -36,7 +36,7 @@ def cmd_enqueue(args) -> int:
     except FileNotFoundError as exc:   # no checkpoint yet, or a finished run that lost one (rcea.store.DamagedRun)
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    q = Queue(queue_path(args.scale))
+    q = Queue(state_path(args.scale))
     before = {j["key"]: j for j in q.jobs()}
     counts: dict[str, int] = {}
     for job in jobs:
@@ -51,7 +51,7 @@ def cmd_enqueue(args) -> int:
             old = before[job["key"]]
             why = f"  (was failed: {old['error']}; retry round {old['rounds'] + 1})"
         print(f"{result:8s} {job['key']}{why}")
-    print(f"queue {queue_path(args.scale)}: {counts}")
+    print(f"queue {state_path(args.scale)}: {counts}")
     return 0
 
 
@@ -77,7 +77,7 @@ def worker_scale(args) -> str | None:
 
 
 def cmd_worker(args) -> int:
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
 
     args.scale = worker_scale(args)
     if args.scale is None:
@@ -95,8 +95,8 @@ def cmd_worker(args) -> int:
         print("error: --processes is for the tiny scale on CPU; on GPUs start one worker per GPU "
               "(`invoke workers --scale S --num-workers N`)", file=sys.stderr)
         return 2
-    if not queue_path(args.scale).exists():  # checked before the queue is opened: no empty queue left behind
-        print(f"error: no queue at {queue_path(args.scale)}: nothing was enqueued at scale {args.scale}. "
+    if not state_path(args.scale).exists():  # checked before the queue is opened: no empty queue left behind
+        print(f"error: no queue at {state_path(args.scale)}: nothing was enqueued at scale {args.scale}. "
               f"Enqueue the measurements first: `invoke infer --scale {args.scale} --method M` for each trained "
               f"method, or run the whole study: `invoke study --scale {args.scale}`.", file=sys.stderr)
         return 2
@@ -110,7 +110,7 @@ def cmd_worker(args) -> int:
     from infer.jobs import run_job
     from infer.queue import Queue, QueueDamaged
     from infer.worker import Context, run_worker
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
     from rcea.seeds import limit_cpu_threads
 
     import torch
@@ -120,7 +120,7 @@ def cmd_worker(args) -> int:
         limit_cpu_threads()
     import sqlite3
 
-    q = Queue(queue_path(args.scale), lease_s=args.lease)
+    q = Queue(state_path(args.scale), lease_s=args.lease)
     try:
         stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty,
                            poll_s=args.poll, report_s=args.report, name=worker_label())
@@ -159,7 +159,7 @@ def cmd_hold(args) -> int:
     import time
 
     from infer.queue import Queue, worker_name
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
 
     args.scale = worker_scale(args)
     if args.scale is None:
@@ -167,7 +167,7 @@ def cmd_hold(args) -> int:
     stopped = []   # handlers first: a Ctrl-C right after "open" is printed still closes the queue
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.append(True))
-    q, holder = Queue(queue_path(args.scale)), f"hold@{worker_name()}"
+    q, holder = Queue(state_path(args.scale)), f"hold@{worker_name()}"
     q.open(holder)
     print(f"queue {q.path}: open (held by {holder} until its stdin ends)", flush=True)
     # stdin is watched here, in the only thread: a thread blocked reading it at exit aborts the interpreter
@@ -188,12 +188,12 @@ def cmd_hold(args) -> int:
 
 def cmd_status(args) -> int:
     from infer.queue import Queue
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
 
     args.scale = worker_scale(args)
     if args.scale is None:
         return 2
-    path = queue_path(args.scale)
+    path = state_path(args.scale)
     if not path.exists():
         print(f"no queue at {path}; enqueue first (python -m infer enqueue --scale {args.scale} ...)")
         return 1

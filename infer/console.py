@@ -93,11 +93,11 @@ def watch_queue(scale: str, log: Path | None = None) -> QueueWatch:
     import atexit
 
     from infer.queue import Queue
-    from rcea.layout import logs_dir, queue_path
+    from rcea.layout import logs_dir, state_path
 
     log = log or logs_dir("workers") / f"{scale}.log"
     console = to_log(log)
-    q = Queue(queue_path(scale))
+    q = Queue(state_path(scale))
     watch = QueueWatch(q.counts, console, str(log))
     watch.start()
     atexit.register(watch.stop)

@@ -211,7 +211,7 @@ def import_run(found: list[Found], source: Path, scale: str, name: str, root=Non
 def enqueue(scale: str, name: str, overrides: list[str]) -> list[dict]:
     """The study's jobs of the imported run (infer.plan.plan_jobs), queued like `python -m infer enqueue`."""
     from rcea.config import load_config
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
     from rcea.paths import data_dir
     from rcea.store import job_complete
 
@@ -220,7 +220,7 @@ def enqueue(scale: str, name: str, overrides: list[str]) -> list[dict]:
 
     cfg = load_config(scale, None, overrides)
     jobs = plan_jobs(cfg, scale, name, "all", overrides)
-    q = Queue(queue_path(scale))
+    q = Queue(state_path(scale))
     for job in jobs:
         q.enqueue(job["key"], job["kind"], job["payload"], job["cost"],
                   complete=job_complete(job["kind"], job["payload"], data_dir()))

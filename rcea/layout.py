@@ -121,8 +121,6 @@ def state_path(scale: str, root: str | Path | None = None) -> Path:
     return _root(root) / "state" / f"{scale}.sqlite"
 
 
-queue_path = state_path   # the queue's tables live in the state store
-
 
 def tables_dir(scale: str, root: str | Path | None = None) -> Path:
     return infer_dir(scale, root) / "tables"

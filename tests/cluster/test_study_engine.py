@@ -239,12 +239,12 @@ def test_the_local_engine_measures_each_run_while_the_others_still_train(tmp_pat
 
     from infer.queue import Queue
     from orchestrate.ops import study as st
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
     from tests.cluster.standin import StandIn
 
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     monkeypatch.setenv("RCEA_LEDGER", str(tmp_path / "ledger.sqlite"))
-    qpath = queue_path("tiny", tmp_path)
+    qpath = state_path("tiny", tmp_path)
     enqueue = lambda key: (sys.executable, "-c", f"from infer.queue import Queue; Queue({str(qpath)!r}).enqueue({key!r}, 'k', {{}})")  # noqa: E731
     worker = (sys.executable, "-c", WORKER, str(qpath))
     hold = (sys.executable, "-m", "infer", "hold", "--scale", "tiny", "--beat", "0.2")
@@ -327,9 +327,9 @@ def test_ctrl_c_in_the_train_stage_stops_the_background_workers_and_closes_the_q
     import time
 
     from infer.queue import Queue, process_alive
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
 
-    pidfile, qpath = tmp_path / "worker.pid", queue_path("tiny", tmp_path)
+    pidfile, qpath = tmp_path / "worker.pid", state_path("tiny", tmp_path)
     env = dict(os.environ, RCEA_DATA=str(tmp_path), RCEA_LEDGER=str(tmp_path / "ledger.sqlite"))
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(pidfile), str(qpath)], cwd=st_root(), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

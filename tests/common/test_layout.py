@@ -13,7 +13,7 @@ def test_paths_under_the_data_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     assert layout.prepared_pool("3b") == tmp_path / "prepared/3b/train.jsonl"
     assert layout.checkpoints_dir("7b", "kl_cov") == tmp_path / "train/7b/kl_cov/checkpoints"
-    assert layout.queue_path("tiny") == layout.state_path("tiny") == tmp_path / "state/tiny.sqlite"
+    assert layout.state_path("tiny") == tmp_path / "state/tiny.sqlite"
     assert layout.table_part("3b", "samples", "probe-grpo-50") == tmp_path / "infer/3b/tables/samples/probe-grpo-50.parquet"
     assert layout.audit_db("3b") == tmp_path / "infer/3b/semantic/audit/audit.sqlite"
     assert layout.llm_cache_dir("judge") == tmp_path / "llm_cache/judge"

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rcea.layout import queue_path
+from rcea.layout import state_path
 from rcea.config import load_config
 from rcea.schema import TABLES
 from rcea.store import read_table
@@ -65,7 +65,7 @@ def ran(tiny_data_template, tmp_path_factory):
     os.environ["RCEA_DATA"] = str(root)
     try:
         _enqueue("all")
-        q = Queue(queue_path("tiny"))
+        q = Queue(state_path("tiny"))
         stats = run_worker(q, run_job, Context("cpu", "hf"), until_empty=True, poll_s=0.1, display=_Quiet())
         yield root, stats, q
     finally:
@@ -177,7 +177,7 @@ def test_covariance_row_matches_an_independent_recomputation(ran, monkeypatch):
 def test_missing_checkpoint_fails_with_reason_and_others_go_on(tiny_data):
     _enqueue("greedy")
     (tiny_data / "train/tiny/grpo/checkpoints/checkpoint-2/adapter_model.safetensors").unlink()
-    q = Queue(queue_path("tiny"))
+    q = Queue(state_path("tiny"))
     stats = run_worker(q, run_job, Context("cpu", "hf"), until_empty=True, poll_s=0.1, display=_Quiet())
     assert stats == {"done": 2, "failed": 1}
     (failed,) = [j for j in q.jobs() if j["state"] == "failed"]
@@ -203,7 +203,7 @@ def test_kill_minus_9_then_rerun_gives_the_uninterrupted_rows(ran, tiny_data):
     finally:
         if proc.poll() is None:
             proc.kill()
-    q = Queue(queue_path("tiny"), lease_s=4)
+    q = Queue(state_path("tiny"), lease_s=4)
     (running,) = [j for j in q.jobs() if j["state"] == "running"]
     part = running["key"].replace(":", "-")
     tables = tiny_data / "infer" / "tiny" / "tables"
@@ -226,7 +226,7 @@ def test_two_worker_processes_share_the_queue_and_give_the_same_rows(ran, tiny_d
                        timeout=900)
     log = tiny_data / "logs" / "workers" / "tiny.log"
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + log.read_text()[-3000:]
-    jobs = Queue(queue_path("tiny")).jobs()
+    jobs = Queue(state_path("tiny")).jobs()
     assert {j["state"] for j in jobs} == {"done"} and all(j["attempts"] == 1 for j in jobs)
     assert len({j["worker"] for j in jobs}) == 2, [(j["key"], j["worker"]) for j in jobs]
     # --progress: both workers' own lines in the log; on the terminal the queue's counts only (issue 31)

@@ -39,7 +39,7 @@ def test_finds_each_checkpoint_with_its_step_and_form(outside):
 
 def test_imports_and_plans_the_outside_run_as_its_own_rows(outside, tiny_model_dir, tiny_data, capsys):
     from infer.queue import Queue
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
     from rcea.store import checkpoint_complete
     from tests.infer.tiny_run import tiny_overrides
 
@@ -54,7 +54,7 @@ def test_imports_and_plans_the_outside_run_as_its_own_rows(outside, tiny_model_d
     assert (full / "config.json").exists() and (full / "model.safetensors").exists()
     assert not list(full.glob("tokenizer*")) and not (full / "adapter_config.json").exists()
     assert (run / "steps.jsonl").read_text() == (outside / "steps.jsonl").read_text()
-    jobs = Queue(queue_path("tiny")).jobs()
+    jobs = Queue(state_path("tiny")).jobs()
     payloads = [json.loads(j["payload"]) if isinstance(j["payload"], str) else j["payload"] for j in jobs]
     ours = [(j, p) for j, p in zip(jobs, payloads) if p["method"] == "their-run"]
     assert ours and {p["step"] for _, p in ours} <= {2, 3, 5} and 5 in {p["step"] for _, p in ours}
@@ -65,7 +65,7 @@ def test_imports_and_plans_the_outside_run_as_its_own_rows(outside, tiny_model_d
         else:
             assert "model" not in p and p["adapter"] == f"train/tiny/their-run/checkpoints/checkpoint-{p['step']}"
     assert main(args) == 0   # again: nothing new (idempotent)
-    assert len(Queue(queue_path("tiny")).jobs()) == len(jobs)
+    assert len(Queue(state_path("tiny")).jobs()) == len(jobs)
 
 
 def _other_architecture(folder):
@@ -98,8 +98,8 @@ def test_another_architecture_is_refused_in_one_line_before_any_job(outside, tin
     assert rc == 2 and len(err.splitlines()) == 1
     assert "checkpoint-7" in err and "step 7" in err and "--base" in err and "Traceback" not in err
     assert not (tiny_data / "train" / "tiny" / "their-run").exists()
-    from rcea.layout import queue_path
-    assert not queue_path("tiny").exists()
+    from rcea.layout import state_path
+    assert not state_path("tiny").exists()
 
 
 def test_a_study_method_name_is_refused(outside, tiny_model_dir, capsys):
@@ -153,7 +153,7 @@ def test_a_merged_full_model_measures_as_its_adapter_over_the_base(tiny_data, ti
     from infer.jobs import run_job
     from infer.queue import Queue
     from infer.worker import Context
-    from rcea.layout import queue_path, tables_dir
+    from rcea.layout import state_path, tables_dir
     from tests.infer.tiny_run import tiny_overrides
 
     adapter = tiny_data / "train" / "tiny" / "grpo" / "checkpoints" / "checkpoint-2"
@@ -161,7 +161,7 @@ def test_a_merged_full_model_measures_as_its_adapter_over_the_base(tiny_data, ti
     assert main([str(tmp_path / "their-run"), "--base", str(tiny_model_dir), "--name", "their-run",
                  *(a for o in tiny_overrides() for a in ("--override", o))]) == 0
     assert "full" in capsys.readouterr().out
-    jobs = [(j["kind"], json.loads(j["payload"])) for j in Queue(queue_path("tiny")).jobs()]
+    jobs = [(j["kind"], json.loads(j["payload"])) for j in Queue(state_path("tiny")).jobs()]
     jobs = [(k, p) for k, p in jobs if p["method"] == "their-run"]
     assert {k for k, _ in jobs} == {"probe", "greedy", "passk", "covariance"}
     ctx = Context("cpu", "hf")
@@ -201,7 +201,7 @@ def test_covariance_between_two_full_models_is_that_between_their_adapters(tiny_
     from infer.jobs import run_job
     from infer.queue import Queue
     from infer.worker import Context
-    from rcea.layout import queue_path, tables_dir
+    from rcea.layout import state_path, tables_dir
     from tests.infer.tiny_run import tiny_overrides
 
     ckpts = tiny_data / "train" / "tiny" / "grpo" / "checkpoints"
@@ -210,7 +210,7 @@ def test_covariance_between_two_full_models_is_that_between_their_adapters(tiny_
     assert main([str(tmp_path / "their-run"), "--base", str(tiny_model_dir), "--name", "their-run",
                  *(a for o in tiny_overrides() for a in ("--override", o))]) == 0
     capsys.readouterr()
-    [p] = [json.loads(j["payload"]) for j in Queue(queue_path("tiny")).jobs()
+    [p] = [json.loads(j["payload"]) for j in Queue(state_path("tiny")).jobs()
            if j["kind"] == "covariance" and json.loads(j["payload"])["step"] == 4]
     assert p["step_from"] == 2 and p["model_from"].endswith("checkpoint-2") and p["model"].endswith("checkpoint-4")
     from transformers import AutoModelForCausalLM

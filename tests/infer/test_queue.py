@@ -216,14 +216,14 @@ def test_a_done_job_whose_output_part_is_gone_is_enqueued_again(tmp_path, monkey
     """`python -m infer enqueue` checks the files, not the queue's flag: a job marked done whose table part was
     deleted (or never completed) runs again; one whose parts are all complete stays done."""
     from infer.__main__ import main
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
     from rcea.store import write_manifest
     from orchestrate.units import MeasureUnit
 
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
     assert main(["enqueue", "--scale", "tiny", "--method", "base"]) == 0
-    q = Queue(queue_path("tiny"))
+    q = Queue(state_path("tiny"))
     while (job := q.claim("w")) is not None:                    # every job "done", as a worker marks it
         q.finish(job.id, "w")
     keep = next(j for j in q.jobs() if j["kind"] == "greedy")
@@ -299,10 +299,10 @@ def test_the_worker_command_says_a_queue_damaged_while_it_ran_in_one_line(tmp_pa
     import infer.worker
     from infer.__main__ import main
     from infer.queue import QueueDamaged
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
 
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
-    Queue(queue_path("tiny", tmp_path)).enqueue("a", "greedy", {})
+    Queue(state_path("tiny", tmp_path)).enqueue("a", "greedy", {})
 
     def damaged(q, *args, **kwargs):
         raise QueueDamaged(q.path, "file is not a database")
@@ -364,14 +364,14 @@ def test_infer_hold_keeps_the_queue_open_until_its_stdin_ends(tmp_path):
     import subprocess
     import sys
 
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
 
     env = dict(os.environ, RCEA_DATA=str(tmp_path))
     hold = subprocess.Popen([sys.executable, "-m", "infer", "hold", "--scale", "tiny", "--beat", "0.1"],
                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         first = hold.stdout.readline()
-        q = Queue(queue_path("tiny", tmp_path))
+        q = Queue(state_path("tiny", tmp_path))
         assert "open" in first and q.is_open()
         time.sleep(0.3)
         assert q.is_open() and hold.poll() is None
@@ -390,7 +390,7 @@ def test_infer_hold_stopped_by_ctrl_c_closes_the_queue_and_says_nothing_else(tmp
     import subprocess
     import sys
 
-    from rcea.layout import queue_path
+    from rcea.layout import state_path
 
     env = dict(os.environ, RCEA_DATA=str(tmp_path))
     for _ in range(3):   # the abort depended on timing: a few tries
@@ -401,6 +401,6 @@ def test_infer_hold_stopped_by_ctrl_c_closes_the_queue_and_says_nothing_else(tmp
             hold.send_signal(signal.SIGINT)
             out, err = hold.communicate(timeout=10)
             assert hold.returncode == 0 and "closed" in out and err == "", err
-            assert not Queue(queue_path("tiny", tmp_path)).is_open()
+            assert not Queue(state_path("tiny", tmp_path)).is_open()
         finally:
             hold.kill()
