@@ -88,7 +88,9 @@ def state_folder() -> Path:
     """The host folder compose.yaml bind-mounts at the containers' data/state: `$RCEA_DATA/state` (./data/state),
     which holds the study's one state store (rcea.layout.state_path), shared by the driver here and the
     containers (`bind_source`). $RCEA_DATA is made absolute, so Compose reads it as a folder, not a volume's name."""
-    data = (ROOT / os.environ.get("RCEA_DATA", "data")).resolve()
+    from rcea.paths import data_dir
+
+    data = data_dir()   # resolved as the driver resolves it, so both sides name one folder
     if "RCEA_DATA" in os.environ:
         os.environ["RCEA_DATA"] = str(data)
     folder = bind_source(data / "state")
