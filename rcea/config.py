@@ -29,7 +29,6 @@ METHOD_LABELS = {"grpo": "GRPO", "dapo": "DAPO", "clip_cov": "Clip-Cov", "kl_cov
                  "gtpo": "GTPO", "archer": "Archer"}
 METHODS = tuple(METHOD_LABELS)
 BASE_METHOD = "base"  # the `method` of the untrained policy in job keys and tables (not an objective)
-SCALES = ("tiny", "3b", "7b")
 STATUSES = {"S": "stated in the paper", "E": "the cited source's", "R": "reconstructed", "C": "chosen"}
 
 
@@ -104,6 +103,19 @@ def read_toml(path: Path) -> dict:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}; fix that line") from None
+
+
+def _scale_names() -> tuple[str, ...]:
+    """The scales: one per configs/scales/*.toml, so adding a scale is adding that file. Scales that run locally
+    ([launch] launcher = "local", the CPU default) come first, then by name: ("tiny", "3b", "7b")."""
+    found = []
+    for path in sorted((configs_dir() / "scales").glob("*.toml")):
+        launcher = read_toml(path).get("launch", {}).get("launcher")
+        found.append((launcher != "local", path.stem))
+    return tuple(name for _, name in sorted(found))
+
+
+SCALES = _scale_names()
 
 
 def parse_override(text: str) -> tuple[str, Any]:
