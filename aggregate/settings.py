@@ -60,7 +60,7 @@ class AggregateSettings:
     """[C] m_min: a (question, checkpoint) pair is retention-eligible iff min(n_base, n_c) >= m_min
     (docs/estimators.md#semantic-modes)."""
     uncertain_labels: tuple[str, ...] = _setting("aggregate.uncertain_labels")
-    """[S] mode labels excluded from the mode population."""
+    """[R] mode labels excluded from the mode population (the paper counts uncertain trajectories apart)."""
     q99_quantile: float = _setting("aggregate.q99_quantile")
     """[S] within-stratum cutoff quantile of the chosen-token covariance proxy."""
     quantile_method: str = _setting("aggregate.quantile_method")

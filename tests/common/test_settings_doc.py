@@ -48,6 +48,7 @@ KEYWORDS = {
     "train.lora_targets": "every attention and MLP projection", "train.precision": "bfloat16",
     "train.optimizer": "8-bit AdamW", "train.use_vllm": "vLLM", "train.beta": "no standard reference-policy KL",
     "objectives.dapo.dynamic_sampling": "dynamic removal of zero-variance groups",
+    "objectives.gtpo.initial_entropy_rule": "initial completion entropy calibrated from the first on-policy batch",
 }
 # Values named in TRL's terms: the words a sentence stating them would use.
 MEANINGS = {("loss_type", "grpo"): "sequence", ("loss_type", "dapo"): "token-level",
@@ -158,6 +159,10 @@ SETTLED = {
     "objectives.dapo.epsilon": ("E", 0.2), "objectives.dapo.epsilon_high": ("E", 0.28),
     "objectives.gtpo.w_raw": ("E", 2.0), "data.max_prompt_tokens": ("R", 204), "train.per_device_batch": ("R", 16),
     "audit.n_questions": ("S", 29), "audit.per_question": ("C", 18),
+    # issue 41: GTPO's ln 2 is its source's (the paper's text lost it), the initial-entropy rule is stated,
+    # the uncertain label is a reading of a count
+    "objectives.gtpo.ent_threshold": ("E", 0.6931471805599453), "objectives.gtpo.initial_entropy_rule": ("S", True),
+    "aggregate.uncertain_labels": ("R", ["uncertain"]),
 }
 
 
