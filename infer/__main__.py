@@ -182,7 +182,10 @@ def cmd_hold(args) -> int:
                 break
             next_beat = time.monotonic() + args.beat
     q.close(holder)
-    print(f"queue {q.path}: closed", flush=True)
+    try:
+        print(f"queue {q.path}: closed", flush=True)
+    except BrokenPipeError:   # the study that read this pipe was killed: the queue is closed, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit's flush
     return 0
 
 

@@ -404,3 +404,28 @@ def test_infer_hold_stopped_by_ctrl_c_closes_the_queue_and_says_nothing_else(tmp
             assert not Queue(state_path("tiny", tmp_path)).is_open()
         finally:
             hold.kill()
+
+
+def test_infer_hold_orphaned_by_a_killed_driver_closes_the_queue_quietly(tmp_path):
+    """Only the driver killed: the holder's stdin ends and nobody reads its stdout any more. It closes the queue
+    and exits 0 with an empty stderr (its last line met a broken pipe and printed a BrokenPipeError traceback
+    into the run's output)."""
+    import os
+    import subprocess
+    import sys
+
+    from rcea.layout import state_path
+
+    env = dict(os.environ, RCEA_DATA=str(tmp_path))
+    hold = subprocess.Popen([sys.executable, "-m", "infer", "hold", "--scale", "tiny", "--beat", "0.1"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "open" in hold.stdout.readline()
+        hold.stdout.close()   # the driver is gone: both ends of its pipes close
+        hold.stdin.close()
+        assert hold.wait(timeout=20) == 0
+        err = hold.stderr.read()
+        assert err == "", err
+        assert not Queue(state_path("tiny", tmp_path)).is_open()
+    finally:
+        hold.kill()
