@@ -29,9 +29,9 @@ from functools import cached_property
 from pathlib import Path
 
 from rcea import layout
+from rcea.launch import SLOT_ROLES as ROLES  # the roles whose units hold a slot
 from rcea.store import is_complete, job_complete
 
-ROLES = ("train", "infer")
 # The engines' defaults when a caller names no slots: units of each role side by side on one machine, on CPU
 # (each uses one CPU thread) or on GPUs (one per unit). A study passes its scale's own (rcea.launch `slots`).
 SLOTS = {"cpu": {"train": 2, "infer": 1}, "gpu": {"train": 1, "infer": 8}}

@@ -30,7 +30,8 @@ from rcea.paths import configs_dir
 
 LAUNCHERS = ("local", "compose")
 DEVICES = ("cpu", "gpu")
-ROLES = ("train", "infer")
+ROLES = ("train", "infer", "aggregate")   # one image, one environment and one Compose service family each
+SLOT_ROLES = ("train", "infer")   # the roles whose units hold a device slot (training runs, measurement batches)
 MAX_WORKERS = 8   # compose.yaml's infer-worker-0..7; the same cap for local worker processes
 TINY_MODEL = "tiny"   # model.name of the locally built tiny Qwen2 (rcea.tiny), which runs on CPU at any scale
 
@@ -107,7 +108,7 @@ def _read(scale: str, cdir: str) -> Launch:
         if table[key] not in valid:
             raise ConfigError(f"{where}: unknown {key} {table[key]!r}; valid: {', '.join(valid)}")
     slots = table["slots"]
-    if not isinstance(slots, dict) or set(slots) != set(ROLES) or not all(
+    if not isinstance(slots, dict) or set(slots) != set(SLOT_ROLES) or not all(
             value_fits(int, v) and v >= 1 for v in slots.values()):
         raise ConfigError(f"{where}: slots must be {{ train = N, infer = M }} with N, M >= 1, got {slots!r}")
     workers, gpus = table["workers"], table["train_gpus"]

@@ -16,12 +16,11 @@ from invoke.exceptions import Exit
 
 from rcea import layout
 from rcea.config import METHODS, SCALES, ConfigError, load_config  # rcea.config needs only the stdlib
-from rcea.launch import MAX_WORKERS, launch
+from rcea.launch import MAX_WORKERS, ROLES, launch  # noqa: F401  (ROLES: tasks.py reads it here)
 from rcea.layout import JOB_KINDS as KINDS
 from rcea.paths import project_root
 
 WHATS = (*KINDS, "all")
-ROLES = ("train", "infer", "aggregate")
 # Which environment (and container) runs each entry module.
 ENV_OF = {"rcea.prepare": "train", "rcea.warmstart_rebuild": "train", "train": "train", "train.seeds": "train", "infer": "infer",
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "infer.outside": "infer",
