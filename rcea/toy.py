@@ -41,28 +41,40 @@ def operands_of(problem: str) -> tuple[int, ...]:
     return tuple(int(x) for x in m.group(1).split("+"))
 
 
-# Held-out toy questions (the toy world's benchmark), drawn first from the seeded stream: a fixed part of the
-# world (the training questions are drawn after them), not a setting.
+# Held-out toy questions (the toy world's benchmark): a fixed part of the world, not a setting. They are drawn
+# from the stream of HELDOUT_SEED whatever `toy.seed` is, and every training draw leaves them out, so the
+# benchmarks (`toy`, `toy_wide`) stay held out from training under any `toy.seed`. Training questions continue
+# that stream when the seed is HELDOUT_SEED (the default), else come from the seed's own stream.
 HELDOUT = 400
+HELDOUT_SEED = 2027
 
 
-def questions(split: str, n: int, seed: int = 2027) -> list[dict[str, Any]]:
-    """`n` distinct questions of a split; `test` never overlaps `train` (they are drawn disjointly)."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be train or test, not {split!r}")
-    rng = random.Random(f"toy-{seed}")
+def _heldout() -> tuple[list[tuple[int, ...]], set[tuple[int, ...]], random.Random]:
+    """The held-out pool (always the same), the set of questions drawn so far, and the stream after it."""
+    rng = random.Random(f"toy-{HELDOUT_SEED}")
     seen: set[tuple[int, ...]] = set()
     test: list[tuple[int, ...]] = []
-    while len(test) < HELDOUT:  # the held-out pool is drawn first, always the same
+    while len(test) < HELDOUT:
         q = _question(2 if rng.random() < 0.6 else 3, rng)
         if q not in seen:
             seen.add(q)
             test.append(q)
+    return test, seen, rng
+
+
+def questions(split: str, n: int, seed: int = HELDOUT_SEED) -> list[dict[str, Any]]:
+    """`n` distinct questions of a split; `test` never overlaps `train` for any `seed` (the held-out pool does
+    not depend on it, and training draws skip it)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be train or test, not {split!r}")
+    test, seen, rng = _heldout()
     if split == "test":
         if n > len(test):
             raise ValueError(f"the toy test split has {len(test)} questions; asked for {n}")
         chosen = test[:n]
     else:
+        if seed != HELDOUT_SEED:
+            rng = random.Random(f"toy-{seed}")
         chosen = []
         while len(chosen) < n:
             q = _question(2 if rng.random() < 0.6 else 3, rng)
@@ -81,11 +93,11 @@ WIDE_TWO_MAX, WIDE_THREE_MAX = 55, 21
 WIDE_BENCHMARK = "toy_wide"
 
 
-def wide_questions(n: int, seed: int = 2027) -> list[dict[str, Any]]:
-    """`n` distinct questions of the wide slice (none in the training split)."""
-    pools = {k: iter(q for q in (operands_of(r["problem"]) for r in questions("test", HELDOUT, seed)) if len(q) == k)
-             for k in (2, 3)}
-    rng = random.Random(f"toy-wide-{seed}")
+def wide_questions(n: int) -> list[dict[str, Any]]:
+    """`n` distinct questions of the wide slice (none in the training split of any `toy.seed`): a fixed part of
+    the world, as the held-out pool."""
+    pools = {k: iter(q for q in _heldout()[0] if len(q) == k) for k in (2, 3)}
+    rng = random.Random(f"toy-wide-{HELDOUT_SEED}")
     chosen: list[tuple[int, ...]] = []
     while len(chosen) < n:
         kind = 2 if rng.random() < 0.6 else 3

@@ -66,6 +66,26 @@ def test_splits_are_disjoint_and_seeded():
         toy.operands_of("Compute 2*3.")
 
 
+@pytest.mark.parametrize("seed", [2027, 0, 1, 7, 2026, 123456])
+def test_the_benchmarks_stay_held_out_under_any_toy_seed(seed):
+    """Issue 41: the benchmarks were drawn with seed 2027 whatever `toy.seed` said, and training with
+    `toy.seed`, so another seed could train on benchmark questions. Through the configuration (what the
+    trainer and the measurement workers read): the training pool of any `toy.seed` misses every `toy` and
+    `toy_wide` question, and the benchmarks do not move with the seed."""
+    from rcea.config import load_config
+    from rcea.data import load_benchmark, load_train_records
+
+    cfg = load_config("tiny", None, [f"toy.seed={seed}", "data.draw_size=3000"])
+    train = {r["problem"] for r in load_train_records(cfg)}
+    assert len(train) == 3000
+    held = {r["problem"] for name in ("toy", "toy_wide") for r in load_benchmark(name)}
+    assert len(held) > 400 and not train & held
+    assert [q["problem"] for q in toy.questions("test", 20, seed=seed)] == \
+        [q["problem"] for q in toy.questions("test", 20)]
+    if seed != toy.HELDOUT_SEED:   # the seed still moves the training draw
+        assert toy.questions("train", 20, seed=seed) != toy.questions("train", 20)
+
+
 def test_long_garbage_is_bounded():
     text = "1+1=2. " * 100000 + "\\boxed{2}"
     assert toy.process_valid("Compute 1+1.", text)  # only the first 2000 characters are read
