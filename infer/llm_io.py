@@ -20,7 +20,7 @@ import pandas as pd
 
 from rcea.layout import tables_dir
 from rcea.schema import check_columns
-from rcea.store import atomic_write_bytes, atomic_write_json, manifest_path, read_parquet, read_table
+from rcea.store import atomic_write_bytes, atomic_write_json, file_record, manifest_path, read_parquet, read_table
 
 KEY = ["scale", "method", "step", "question_id", "sample"]
 TEXT_COLUMNS = ("text", "completion")
@@ -117,6 +117,7 @@ def export_labels(scale: str, process_valid: dict[str, bool | None] | None = Non
         atomic_write_bytes(part, buf.getvalue())
         man = manifest_path(part)
         record = json.loads(man.read_text()) if man.exists() else {"artifact": part.name}
+        record.update(file_record(part))   # the rewritten part's size and SHA-256 (rcea.store.is_complete)
         record.setdefault("labels", {})[stage] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                                   "process_valid": process_valid is not None, "mode": mode is not None}
         if man.exists():  # a part without a manifest stays without one (read_table rule)

@@ -108,12 +108,25 @@ class TrainUnit:
         settings it was trained with: a run of other settings (the quick demo's, another override) is not this
         unit's. False where this machine cannot see the run folder (a container's volume)."""
         summary = layout.RunFolder(self.output(data_root)).summary
-        if not self.outputs_visible or not is_complete(summary):
+        if not self.outputs_visible or not is_complete(summary) or self.damage(data_root):
             return False
         try:
             return json.loads(summary.read_text()).get("config_hash") == self.config_hash
         except (OSError, ValueError):
             return False
+
+    def damage(self, data_root) -> str:
+        """'' unless the run folder holds a finished run whose checkpoint is damaged or lost (a file's size differs
+        from the checkpoint's manifest, a file or folder is missing): then one line naming it and the fix."""
+        if not self.outputs_visible:
+            return ""
+        from rcea.store import DamagedRun, complete_checkpoints
+
+        try:
+            complete_checkpoints(layout.RunFolder(self.output(data_root)).checkpoints)
+        except DamagedRun as exc:
+            return str(exc)
+        return ""
 
     def set_aside(self, data_root) -> Path | None:
         """Before the run: a run folder holding a run of other settings is moved out of the way (kept under

@@ -330,11 +330,11 @@ def _mark_checkpoints_complete(trainer, cfg: Config) -> None:
     """Write a manifest after each checkpoint's last file, so only finished checkpoints count."""
     from transformers import TrainerCallback
 
-    from rcea.store import write_manifest
+    from rcea.store import folder_records, write_manifest
 
     class _Manifest(TrainerCallback):
-        def on_save(self, args, state, control, **kwargs):
+        def on_save(self, args, state, control, **kwargs):   # every file's size and SHA-256: a damaged copy shows
             ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            write_manifest(ckpt / layout.TRAINER_STATE, cfg=cfg, step=state.global_step)
+            write_manifest(ckpt / layout.TRAINER_STATE, cfg=cfg, step=state.global_step, files=folder_records(ckpt))
 
     trainer.add_callback(_Manifest())

@@ -41,7 +41,23 @@ def adapter_path(rel: str | None) -> str | None:
         raise JobInputError(f"checkpoint {rel} is missing or incomplete (needs its adapter files, or a full model's "
                             "config.json and weights, and the manifest written last); finish or rerun training "
                             "(or infer.outside), then re-enqueue with --retry-failed")
+    damaged = _verified(str(path))
+    if damaged:   # a file's bytes differ from the checkpoint's manifest: named, with the checkpoint to delete
+        raise JobInputError(damaged)
     return str(path)
+
+
+_VERIFIED: dict[str, str] = {}
+
+
+def _verified(path: str) -> str:
+    """rcea.store.verify_checkpoint (every file's SHA-256 against the manifest), once per checkpoint and process:
+    the jobs of one batch read the same checkpoint."""
+    if path not in _VERIFIED:
+        from rcea.store import verify_checkpoint
+
+        _VERIFIED[path] = verify_checkpoint(path)
+    return _VERIFIED[path]
 
 
 def checkpoint_of(payload: dict, suffix: str = "") -> tuple[str | None, str | None]:

@@ -174,6 +174,10 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
     os.chdir(ROOT)
     role = stage.units[0].work.role
     host = (ROOT / cmd.host_data(stage.scale)).resolve()   # the driver's unit logs, as execute's
+    for u in stage.units:   # a finished run with a damaged checkpoint: named with the fix before anything runs
+        why = u.work.damage(host) if hasattr(u.work, "damage") else ""
+        if why:
+            raise Exit(f"{interrupt.task_name()}: {why}", code=2)
     rest = {u.work.key: [list(a) for a in u.commands[1:]] for u in stage.units}
     late = {}
 
