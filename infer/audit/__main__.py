@@ -71,9 +71,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[audit] {out['pairs']} pairs drawn from {out['trajectories']} trajectories of {out['questions']} "
               f"questions ({out['db']}); annotate them with `invoke audit --scale {args.scale} --serve`")
     elif args.cmd == "serve":
-        httpd = make_server(audit_db(args.scale), args.host, args.port)
+        db = audit_db(args.scale)
+        empty = (f"no audit pairs in {db} yet: draw them first with `invoke audit --scale {args.scale} --sample` "
+                 "(a study draws them), then reload the page")
+        try:
+            httpd = make_server(db, args.host, args.port, empty_hint=empty)
+        except OSError as exc:   # the port is taken (or not ours to bind)
+            print(f"error: cannot serve the audit page on {args.host}:{args.port} ({exc.strerror or exc}); "
+                  f"choose another port with --port N", file=sys.stderr)
+            return 2
         host, port = httpd.server_address[:2]
-        print(f"audit page: http://{host}:{port}/?annotator=A  (adjudication: ?annotator=C&adjudicate=1)", flush=True)
+        print(f"audit page: http://{host}:{port}/?annotator=A  (choose the annotator on the page; "
+              "adjudication: ?annotator=C&adjudicate=1)", flush=True)
+        if not drawn(db):
+            print(f"audit page: {empty}", flush=True)
         try:
             httpd.serve_forever()
         except KeyboardInterrupt:

@@ -135,7 +135,9 @@ def test_serve_cli_starts_and_serves_the_page(tmp_path):
         base = line.split()[2].split("/?")[0]
         with urllib.request.urlopen(base + "/", timeout=10) as r:
             assert b"Partition audit" in r.read()
-        assert call(base + "/api/queue?annotator=A")[1] == {"ids": [], "labels": {}, "done": 0, "total": 0}
+        q = call(base + "/api/queue?annotator=A")[1]
+        assert {k: q[k] for k in ("ids", "labels", "done", "total")} == {"ids": [], "labels": {}, "done": 0, "total": 0}
+        assert "invoke audit --scale tiny --sample" in q["message"]   # the page says what to do first
     finally:
         proc.terminate()
         proc.wait(timeout=10)

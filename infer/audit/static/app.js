@@ -26,7 +26,7 @@ function showProgress() {
 async function show(i) {
   if (!ids.length) { $("current").textContent = "nothing to label"; return; }
   index = Math.max(0, Math.min(i, ids.length - 1));
-  const p = await api(`/api/pair?id=${ids[index]}&annotator=${encodeURIComponent(who)}`);
+  const p = await api(`/api/pair?id=${ids[index]}&annotator=${encodeURIComponent(who)}` + (adjudicate ? "&adjudicate=1" : ""));
   $("problem").textContent = p.problem;
   $("left").textContent = p.left;
   $("right").textContent = p.right;
@@ -39,6 +39,7 @@ async function show(i) {
 }
 
 async function choose(label) {
+  if (!ids.length) return;
   const pid = ids[index];
   const body = adjudicate ? {adjudicator: who, pair_id: pid, label} : {annotator: who, pair_id: pid, label};
   try {
@@ -51,12 +52,40 @@ async function choose(label) {
   await show(next === -1 ? Math.min(index + 1, ids.length - 1) : next);
 }
 
+// The annotator chooser: the audit's annotators, and adjudication (as C unless the URL names another).
+function fillChooser(names) {
+  const pick = $("pick");
+  const options = names.map((n) => [n, `?annotator=${encodeURIComponent(n)}`]);
+  const judge = adjudicate && who ? who : "C";
+  options.push([`${judge} (adjudication)`, `?annotator=${encodeURIComponent(judge)}&adjudicate=1`]);
+  if (!who) options.unshift(["choose…", ""]);
+  const current = who ? `?annotator=${encodeURIComponent(who)}` + (adjudicate ? "&adjudicate=1" : "") : "";
+  if (who && !options.some(([, v]) => v === current)) options.unshift([`${who} (unknown)`, current]);
+  pick.replaceChildren(...options.map(([text, value]) => {
+    const o = document.createElement("option");
+    o.textContent = text; o.value = value; o.selected = value === current;
+    return o;
+  }));
+  pick.onchange = () => { if (pick.value) location.search = pick.value; };
+}
+
+function stop(message) {
+  $("status").textContent = message;
+  $("current").textContent = message;
+  document.body.dataset.ready = "1";
+}
+
 async function start() {
-  $("who").textContent = (adjudicate ? "adjudicator " : "annotator ") + who;
+  $("who").textContent = adjudicate ? "adjudicator" : "annotator";
+  let people;
+  try { people = await api("/api/people"); } catch (e) { return stop("error: " + e.message); }
+  fillChooser(people.annotators);
+  if (!people.pairs) { $("progress").textContent = "nothing to label"; return stop(people.message); }
+  if (!who) { $("progress").textContent = ""; return stop("choose the annotator above to start"); }
   try {
     const q = await api(`/api/queue?annotator=${encodeURIComponent(who)}` + (adjudicate ? "&adjudicate=1" : ""));
     ids = q.ids; labels = q.labels;
-  } catch (e) { $("status").textContent = "error: " + e.message; return; }
+  } catch (e) { return stop("error: " + e.message); }
   showProgress();
   const first = ids.findIndex((id) => labels[String(id)] === undefined);
   await show(first === -1 ? 0 : first);
