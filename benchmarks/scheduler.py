@@ -16,8 +16,13 @@ start-up are left out. GPU busy share: the stand-ins' sleep time over 8 x the ma
         from the start) on the other 7 as soon as it has finished (`execute(..., follow=...)`); what both
         engines now do (the default one through the queue held open during training: orchestrate/ops/background.py)
     (c) several training GPUs: k runs side by side on k GPUs, the measurements following on the other 8 - k
+    (d) elastic: one pool of 8 GPUs (the executor's `parallel["any"]`); training runs start first, one per free
+        GPU, and any GPU that no training run is left to take runs measurement batches (the base policy's from
+        the start, each run's as soon as it has finished), the training GPUs included
 
-The GPUs are modelled as per-role slots (`parallel`): a GPU belongs to one role for the whole study.
+In (a) to (c) the GPUs are per-role slots (`parallel`): a GPU belongs to one role for the whole study. Every order
+is also compared with a lower bound on any schedule of the same batches on 8 GPUs: max(the longest run plus its
+longest measurement batch, which cannot start before the run has finished; the total GPU work / 8).
 
     .envs/infer/bin/python -m benchmarks.scheduler [--train-seconds 1.5] [--train-weight 3] [--train-gpus 2,4]
 """
@@ -137,8 +142,11 @@ def ideal(batches_, parallel: dict, follow=None) -> float:
 
     seen = {u.key for b in batches_ for u in b}
     waiting, running, now = list(batches_), [], 0.0
+    pool = parallel.get("any")   # every role's batches together (order (d)), when set
     while waiting or running:
         for b in list(waiting):
+            if pool is not None and len(running) >= pool:
+                break
             if sum(1 for _, r in running if r[0].role == b[0].role) < parallel.get(b[0].role, 1):
                 waiting.remove(b)
                 running.append((now + sum(u.seconds for u in b), b))
@@ -150,7 +158,18 @@ def ideal(batches_, parallel: dict, follow=None) -> float:
     return now
 
 
-def scenario(name: str, train, runs, base, train_gpus: int, follow: bool) -> dict:
+def lower_bound(train, runs, base) -> float:
+    """No schedule of these batches on GPUS GPUs ends sooner: max(a run + its longest measurement batch; all GPU
+    work / GPUS). A run's batches may go side by side once it has finished; a batch is one process."""
+    from orchestrate.units import batches
+
+    longest = max(t.seconds + max((sum(u.seconds for u in b) for b in batches(runs.get(m, []))), default=0.0)
+                  for m, t in train.items())
+    work = sum(u.seconds for u in [*train.values(), *base, *(u for us in runs.values() for u in us)])
+    return max(longest, work / GPUS)
+
+
+def scenario(name: str, train, runs, base, train_gpus: int, follow: bool, elastic: bool = False) -> dict:
     """Run one order of the study's units through the executor; returns its makespan, the ideal one (no
     scheduling cost) and the GPU busy share (the units' GPU time over 8 x the makespan)."""
     from orchestrate.units import batches
@@ -162,7 +181,8 @@ def scenario(name: str, train, runs, base, train_gpus: int, follow: bool) -> dic
         t0 = time.monotonic()
         if follow:
             after = {t.key: runs[m] for m, t in train.items()}
-            slots = {"train": train_gpus, "infer": GPUS - train_gpus}
+            slots = ({"train": train_gpus, "infer": GPUS, "any": GPUS} if elastic
+                     else {"train": train_gpus, "infer": GPUS - train_gpus})
             _execute([*train.values(), *base], root, slots, follow=lambda u: after.get(u.key, []))
             best = ideal(batches([*train.values(), *base]), slots, lambda u: after.get(u.key, []))
         else:   # all training, then all measurement
@@ -174,13 +194,17 @@ def scenario(name: str, train, runs, base, train_gpus: int, follow: bool) -> dic
     if missing:
         raise RuntimeError(f"{len(missing)} stand-in units did not run, e.g. {missing[0]}")
     work = sum(u.seconds for u in [*train.values(), *measure])
-    return {"name": name, "gpus": f"{train_gpus}+{GPUS - train_gpus}" if follow else f"{train_gpus}, then {GPUS}",
+    gpus = (f"{GPUS} shared" if elastic else f"{train_gpus}+{GPUS - train_gpus}") if follow \
+        else f"{train_gpus}, then {GPUS}"
+    return {"name": name, "gpus": gpus,
             "makespan_s": makespan, "ideal_s": best, "busy": work / (GPUS * makespan),
             "ideal_busy": work / (GPUS * best)}
 
 
-def run(train_seconds: float = 1.5, train_weight: float = 3.0, train_gpus=(2, 4), log=print, costs=None) -> list[dict]:
-    """Rows (a), (b) and one (c) per count in `train_gpus`; `costs`: study_costs(train_weight) if given."""
+def run(train_seconds: float = 1.5, train_weight: float = 3.0, train_gpus=(2, 4), log=print, costs=None,
+        elastic: bool = True) -> list[dict]:
+    """Rows (a), (b), one (c) per count in `train_gpus` and (d) when `elastic`; `costs`: study_costs(train_weight)
+    if given. Each row's `vs_bound` is its ideal makespan over `lower_bound`, `vs_b` over (b)'s (today's order)."""
     train_cost, jobs = costs or study_costs(train_weight)
     per_cost = train_seconds / next(iter(train_cost.values()))
     train, runs, base = units(train_cost, jobs, per_cost)
@@ -193,12 +217,20 @@ def run(train_seconds: float = 1.5, train_weight: float = 3.0, train_gpus=(2, 4)
             scenario("(b) measurements follow each run", train, runs, base, 1, follow=True)]
     rows += [scenario(f"(c) {k} training GPUs, measurements follow", train, runs, base, k, follow=True)
              for k in train_gpus]
+    if elastic:
+        rows.append(scenario("(d) elastic: one pool, training first", train, runs, base, min(len(train), GPUS),
+                             follow=True, elastic=True))
     a, a_ideal = rows[0]["makespan_s"], rows[0]["ideal_s"]
-    log(f"{'':<44} GPUs (train+measure)  makespan  vs (a)  GPU busy | ideal: makespan  vs (a)  GPU busy")
+    bound = lower_bound(train, runs, base)
+    log(f"{'':<44} GPUs (train+measure)  makespan  vs (a)  GPU busy | ideal: makespan  vs (a)  vs (b)  "
+        f"GPU busy  / bound")
     for r in rows:
         r["ratio"], r["ideal_ratio"] = r["makespan_s"] / a, r["ideal_s"] / a_ideal
+        r["vs_b"], r["vs_bound"] = r["ideal_s"] / rows[1]["ideal_s"], r["ideal_s"] / bound
         log(f"{r['name']:<44} {r['gpus']:<20} {r['makespan_s']:6.2f} s  {r['ratio']:5.3f}  "
-            f"{100 * r['busy']:6.1f}%  | {r['ideal_s']:12.2f} s  {r['ideal_ratio']:5.3f}  {100 * r['ideal_busy']:6.1f}%")
+            f"{100 * r['busy']:6.1f}%  | {r['ideal_s']:12.2f} s  {r['ideal_ratio']:5.3f}  {r['vs_b']:5.3f}  "
+            f"{100 * r['ideal_busy']:7.1f}%  {r['vs_bound']:6.3f}")
+    log(f"lower bound on any order: {bound:.2f} s (max(a run + its longest measurement batch, GPU work / {GPUS}))")
     return rows
 
 

@@ -1,9 +1,12 @@
 """The local executor: batches as subprocesses on this machine, a few at a time per role.
 
 `parallel` caps the batches of each role running side by side (default: two training runs, one
-measurement process, as the tiny demo runs them on a small CPU). `gpus` ({role: [host GPU, ...]}) pins each
-running batch of a role to one GPU of its list that no other batch holds (the unit's `gpu_env`: the train
-container's TRAIN_GPU), so training runs side by side on several GPUs of one host. A batch that fails
+measurement process, as the tiny demo runs them on a small CPU); its key "any", when given, caps the batches of
+every role together: one pool of GPUs (or cores) that a role's batches take as they free up, so the training
+GPUs join the measurement tail once no training run is left to start (benchmarks/scheduler.py, order (d)).
+`gpus` ({role: [host GPU, ...]}) pins each running batch of a role to one GPU of its list that no other batch
+holds (the unit's `gpu_env`: the train container's TRAIN_GPU), so training runs side by side on several GPUs of
+one host. A batch that fails
 transiently is put back at the front of the line, up to `max_retries` times.
 """
 
@@ -21,16 +24,19 @@ DEFAULT_PARALLEL = SLOTS["cpu"]
 def run_local(batches, data_root, ledger, progress, report, log=print, parallel: dict | None = None,
               max_retries: int = 2, expand=None, gpus: dict | None = None) -> None:
     limits = {**DEFAULT_PARALLEL, **(parallel or {})}
+    pool = limits.pop("any", None)   # batches of every role together, when set
     free = {role: list(ids) for role, ids in (gpus or {}).items() if ids}   # GPUs of a role no batch holds
     for role, ids in free.items():
         limits[role] = min(limits.get(role, 1), len(ids))
     env = driver_env()
     waiting = [(b, 1) for b in batches]
     running = {}   # future -> (batch, attempt, its GPU or None)
-    with ThreadPoolExecutor(max_workers=max(1, sum(limits.values()))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(sum(limits.values()), pool or sum(limits.values())))) as threads:
         progress.held = True   # one line once the free slots are filled: "running" counts what really runs
         while waiting or running:
             for item in list(waiting):
+                if pool is not None and len(running) >= pool:
+                    break
                 batch, attempt = item
                 role = batch[0].role
                 if sum(1 for b, *_ in running.values() if b[0].role == role) >= limits.get(role, 1):
@@ -42,7 +48,7 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
                     progress.start(role, len(batch))
                 gpu = free[role].pop(0) if role in free else None
                 note = f"attempt {attempt}" + ("" if gpu is None else f", GPU {gpu}")
-                fut = pool.submit(run_batch, batch, data_root, env, None if gpu is None else [gpu], note)
+                fut = threads.submit(run_batch, batch, data_root, env, None if gpu is None else [gpu], note)
                 running[fut] = (batch, attempt, gpu)
             progress.held = False
             progress.show()
