@@ -108,15 +108,16 @@ def codebook(c, scale="tiny"):
 
 
 @task(help={"scale": H_SCALE, "sample": "draw the audit pairs (once; kept on a rerun)",
-            "serve": f"serve the annotation page on http://127.0.0.1:{AUDIT_PORT}/",
+            "serve": f"serve the annotation page on http://127.0.0.1:{AUDIT_PORT}/ (another: --port N)",
+            "port": f"the annotation page's port with --serve (default {AUDIT_PORT})",
             "import": "import annotations from a CSV file (annotator,pair_id,label)",
             "report": "agreement metrics and the five gates"})
-def audit(c, scale="tiny", sample=False, serve=False, import_="", report=False):
-    """The partition audit of the semantic modes: --sample, --serve, --import FILE, --report."""
+def audit(c, scale="tiny", sample=False, serve=False, import_="", report=False, port=AUDIT_PORT):
+    """The partition audit of the semantic modes: --sample, --serve [--port N], --import FILE, --report."""
     _at(c, scale, "the audit", f"invoke audit --scale tiny {'--report' if report else '--sample'}")
     argvs = ([audit_command(scale, "sample", "--if-missing")] if sample else []) + \
         ([audit_import_command(scale, import_)] if import_ else []) + \
-        ([audit_command(scale, "report")] if report else []) + ([audit_serve_command(scale)] if serve else [])
+        ([audit_command(scale, "report")] if report else []) + ([audit_serve_command(scale, port)] if serve else [])
     if not argvs:
         raise Exit("invoke audit: say what to do: --sample, --serve, --import FILE or --report", code=2)
     run_all(c, argvs, pty=serve)

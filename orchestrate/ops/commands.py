@@ -202,7 +202,11 @@ def audit_command(scale: str, action: str, *args: str, run_opts=()) -> list[str]
     return role_command("infer.audit", [action, "--scale", scale, *args], scale, run_opts)
 
 
-def audit_serve_command(scale: str, port: int = AUDIT_PORT) -> list[str]:
+def audit_serve_command(scale: str, port: int | str = AUDIT_PORT) -> list[str]:
+    """The annotation page's server on `port` (on the host's loopback; inside a container on all interfaces)."""
+    if not (str(port).isdecimal() and 1 <= int(port) <= 65535):
+        raise Exit(f"invalid --port {port!r}; valid choices: 1..65535 (default {AUDIT_PORT})", code=2)
+    port = int(port)
     if launch(scale).local:
         return audit_command(scale, "serve", "--port", str(port))
     # In the container the page listens on all interfaces; the host publishes it on loopback only.

@@ -75,6 +75,7 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("audit", {"scale": "3b", "serve": True},
      ["docker compose run --rm -p 127.0.0.1:8765:8765 infer-cli python -m infer.audit serve --scale 3b "
       "--host 0.0.0.0 --port 8765"]),
+    ("audit", {"scale": "tiny", "serve": True, "port": 9001}, [f"{LOCAL['infer']} -m infer.audit serve --scale tiny --port 9001"]),
     ("audit", {"scale": "tiny", "import_": "labels.csv"}, [f"{LOCAL['infer']} -m infer.audit import --scale tiny labels.csv"]),
     ("infer", {"scale": "3b", "method": "base", "what": "probe"},
      ["docker compose run --rm infer-cli python -m infer enqueue --scale 3b --method base --what probe"]),
@@ -265,6 +266,7 @@ def test_tiny_really_runs_locally_not_in_docker():
     ("study", {"scale": "3b", "num_workers": 0.5}, "num-workers"),
     ("codebook", {"scale": "2b"}, "scale"),
     ("audit", {"scale": "x", "report": True}, "scale"),
+    ("audit", {"scale": "tiny", "serve": True, "port": 70000}, "port"),
     ("train", {"method": "grpo", "scale": "tiny", "override": ["no-equals-sign"]}, "override"),
     ("workers", {"scale": "3b", "num_workers": "0"}, "num-workers"),
     ("workers", {"scale": "tiny", "num_workers": "9"}, "num-workers"),
