@@ -30,8 +30,10 @@ class Context:
     audit: dict | None = None
     accepted_set: dict | None = None  # the judge's accepted-set precision per annotator (annotation import)
     codebook: dict | None = None  # counts of the mode labelling (semantic/codebook/assignments.parquet)
+    initial_modes: dict | None = None  # version-1 modes per question (semantic/codebooks/*.json; aggregate.section12)
     notes: list[str] = field(default_factory=list)
     unlogged: list[str] = field(default_factory=list)  # "<scale>/<run>" with checkpoints but no steps.jsonl
+    runs: list[str] = field(default_factory=list)  # "<scale>/<run>" whose folder holds complete checkpoints
 
 
 def _json(path: Path) -> dict | None:
@@ -73,6 +75,8 @@ def load_context(tables: Path) -> Context:
                 ctx.notes.append(f"training log not read: {exc}")
         elif layout.RunFolder(run).checkpoints.is_dir():   # e.g. an outside run imported without a log (infer/outside.py)
             ctx.unlogged.append(f"{scale}/{run.name}")
+        if _has_checkpoints(run):
+            ctx.runs.append(f"{scale}/{run.name}")
         m = _json(run / "summary.json.manifest.json")
         if m:
             ctx.manifests.append({"role": "training", **m})
@@ -84,7 +88,40 @@ def load_context(tables: Path) -> Context:
     ctx.audit = _json(layout.audit_report(scale, root))
     ctx.accepted_set = accepted_set(layout.semantic_dir(scale, root) / ACCEPTED_SET)
     ctx.codebook = codebook_counts(layout.semantic_dir(scale, root) / "codebook" / "assignments.parquet")
+    from aggregate.section12 import initial_modes
+
+    ctx.initial_modes = initial_modes(layout.semantic_dir(scale, root) / "codebooks")
     return ctx
+
+
+def _has_checkpoints(run: Path) -> bool:
+    """Whether a run folder holds a complete checkpoint (rcea.store.checkpoint_complete): a run to be measured."""
+    from rcea.store import checkpoint_complete
+
+    folder = layout.RunFolder(run).checkpoints
+    try:
+        return folder.is_dir() and any(checkpoint_complete(d) for d in folder.glob("checkpoint-*") if d.is_dir())
+    except Exception:   # noqa: BLE001 - a damaged checkpoint: the study's own checks name it
+        return True
+
+
+def unmeasured(runs: list[str], res: dict) -> dict[str, str]:
+    """Missing inputs for the runs with checkpoints (`Context.runs`) whose rows a measured table lacks (greedy,
+    pass@k, the probe's samples; a table absent altogether is named on its own): a run whose parts were moved
+    or deleted is said to be missing, never silently left out of the tables."""
+    tables = (("greedy", res.get("greedy") or []), ("passk", res.get("passk") or []),
+              ("samples (probe)", res.get("endpoints") or []))
+    out = {}
+    for run in runs:
+        scale, name = run.split("/", 1)
+        lacking = [t for t, rows in tables if rows and not any(r.get("scale") == scale and r.get("method") == name
+                                                                for r in rows)]
+        if lacking:
+            out[f"measurements {run}"] = (
+                f"its run folder holds complete checkpoints, but the {', '.join(lacking)} table(s) hold none of its "
+                f"rows: measure it (an outside run: `invoke measure-run --name {name} --path ...`; the study's "
+                "own: `invoke study` resumes), then aggregate again")
+    return out
 
 
 ACCEPTED_SET = "accepted_set_labels.csv"  # annotator,traj_id,valid: one row per annotator and accepted trajectory
@@ -191,10 +228,12 @@ def summarise(ctx: Context, res: dict, settings, steps_per_epoch) -> None:
     for run in ctx.unlogged:
         res["unavailable"][f"training_traces {run}"] = "no training log (steps.jsonl) in its run folder: no " \
             "training-entropy trace or failure-window statistics for it (train/callback.py writes one for a TRL run)"
+    res["unavailable"].update(unmeasured(ctx.runs, res))
     res["judge_calibration"] = ctx.judge_calibration
     res["audit"] = ctx.audit
     res["accepted_set"] = ctx.accepted_set
     res["codebook"] = ctx.codebook
+    res["initial_modes"] = ctx.initial_modes
     res["inventory"] = inventory(ctx.manifests)
     res["notes"].extend(ctx.notes)
 

@@ -159,10 +159,9 @@ class TrainUnit:
             raise OSError(f"{exc}; wait until it has finished (or stop it), then rerun") from None
         tables, parts = layout.tables_dir(self.scale, data_root), kept / PARTS_KEPT
         if self.seed is None:   # the study measures the default run folders only
-            for part in sorted(tables.glob(f"*/*-{name}-*.parquet*")):
-                if part.name.split(".parquet")[0].rsplit("-", 2)[1] == name:   # <kind>-<method>-<step>
-                    (parts / part.parent.name).mkdir(parents=True, exist_ok=True)
-                    part.rename(parts / part.parent.name / part.name)
+            for part in layout.run_parts(self.scale, name, data_root):   # by each part's manifest: this run's only
+                (parts / part.parent.name).mkdir(parents=True, exist_ok=True)
+                part.rename(parts / part.parent.name / part.name)
         if mine.exists():
             mine.rename(out)
             for part in sorted((out / PARTS_KEPT).glob("*/*")):

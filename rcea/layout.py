@@ -136,6 +136,49 @@ def part_name(payload: dict) -> str:
     return f"{payload['kind']}-{payload['method']}-{payload['step']}"
 
 
+def part_run(record: dict) -> str | None:
+    """The run a table part measured, read from the part's own manifest `record` (what infer.tables writes),
+    never from its file name: the checkpoint folder it measured (`model` for a full model, else `adapter`:
+    train/<scale>/<run>/checkpoints/checkpoint-<step>), else its job (`<kind>:<run>-<step>`, the step being the
+    last `-` field: the base policy's parts name no folder). None when the record names neither."""
+    folder = record.get("model") or record.get("adapter")
+    if isinstance(folder, str):
+        parts = Path(folder).parts
+        if len(parts) >= 3 and parts[0] == "train":   # train/<scale>/<run>/checkpoints/...
+            return parts[2]
+    job = record.get("job")
+    if isinstance(job, str) and ":" in job and "-" in job:
+        run, _, step = job.split(":", 1)[1].rpartition("-")
+        return run if step.isdigit() else None
+    return None
+
+
+def run_parts(scale: str, run: str, root: str | Path | None = None) -> list[Path]:
+    """Every table part of one run's checkpoints under the scale's tables, each with its manifest: found through
+    the record each manifest keeps (`part_run`), so no run's name can take another's parts (`passk-my-grpo-4` is
+    run `my-grpo`'s, not `grpo`'s). A part without a manifest (its job was killed before it finished) is the
+    run's, or one whose manifest records no run (written by hand), when its name is exactly `part_name` of one of
+    the study's kinds, this run and a step."""
+    import json
+
+    found = []
+    for part in sorted(tables_dir(scale, root).glob("*/*.parquet")):
+        manifest = part.with_name(part.name + ".manifest.json")
+        try:
+            record = json.loads(manifest.read_text()) if manifest.exists() else None
+        except (OSError, ValueError):
+            record = None
+        named = part_run(record) if isinstance(record, dict) else None
+        if named is not None:
+            found += [part, manifest] if named == run else []
+            continue
+        stem = part.name[:-len(".parquet")]
+        if any(stem.startswith(f"{kind}-{run}-") and stem[len(kind) + len(run) + 2:].isdigit()
+               for kind in __getattr__("JOB_KINDS")):
+            found += [part, *([manifest] if manifest.exists() else [])]
+    return found
+
+
 def job_parts(kind: str, payload: dict, root: str | Path | None = None) -> list[Path]:
     """Every table part one measurement job writes (what `rcea.store.job_complete` checks): the job names its
     tables (`payload["tables"]`, set by its kind's module in infer/kinds/ when the job is planned)."""

@@ -114,10 +114,27 @@ def test_a_run_of_other_settings_is_another_unit_and_is_set_aside_not_reused(tmp
     assert quick.done(tmp_path)
     parts = {name: layout.table_part("tiny", "probe", name, tmp_path) for name in ("probe-grpo-4", "probe-ep_grpo-4",
                                                                                     "probe-base-0")}
-    for part in parts.values():   # the quick run's measurement, another run's, the base policy's
-        part.parent.mkdir(parents=True, exist_ok=True)
+    for part in parts.values():   # the quick run's measurement, another run's, the base policy's (hand-made
+        part.parent.mkdir(parents=True, exist_ok=True)   # manifests recording no run: their exact names decide)
         part.write_bytes(b"x")
         write_manifest(part)
+    # Issue 40: an outside run named `my-grpo` (the docs' example): its parts' names end in `-grpo-<step>`, but
+    # their manifests record its checkpoint folders and jobs, as infer.tables writes them; a killed job's part
+    # has no manifest yet. None of them is the study's grpo run's.
+    theirs = []
+    for table, name, record in (("passk", "passk-my-grpo-4", {"adapter": "train/tiny/my-grpo/checkpoints/checkpoint-4",
+                                                              "job": "passk:my-grpo-4"}),
+                                ("greedy", "greedy-my-grpo-4", {"adapter": None, "model": "train/tiny/my-grpo/"
+                                                                "checkpoints/checkpoint-4", "job": "greedy:my-grpo-4"}),
+                                ("samples", "probe-my-grpo-4", {"job": "probe:my-grpo-4"}),
+                                ("greedy", "greedy-my-grpo-2", None)):
+        theirs.append(layout.table_part("tiny", table, name, tmp_path))
+        theirs[-1].parent.mkdir(parents=True, exist_ok=True)
+        theirs[-1].write_bytes(b"y")
+        if record is not None:
+            write_manifest(theirs[-1], **record)
+    ours = layout.table_part("tiny", "greedy", "greedy-grpo-2", tmp_path)   # the quick run's, killed: no manifest
+    ours.write_bytes(b"x")
     monkeypatch.setenv("RCEA_OVERRIDES", "")
     full = TrainUnit("grpo", "tiny")
     assert full.key != quick.key and not full.done(tmp_path)
@@ -127,13 +144,18 @@ def test_a_run_of_other_settings_is_another_unit_and_is_set_aside_not_reused(tmp
     assert not parts["probe-grpo-4"].exists() and parts["probe-ep_grpo-4"].exists() and parts["probe-base-0"].exists()
     assert sorted(p.name for p in (kept / "measurements" / "probe").iterdir()) == [
         "probe-grpo-4.parquet", "probe-grpo-4.parquet.manifest.json"]   # its parts went with the run
+    assert not ours.exists() and (kept / "measurements" / "greedy" / ours.name).exists()
+    assert all(p.exists() and p.read_bytes() == b"y" for p in theirs)   # the outside run's: untouched
+    assert sorted(p.name for p in (kept / "measurements").rglob("*")) == sorted(
+        ["greedy", "probe", "greedy-grpo-2.parquet", "probe-grpo-4.parquet", "probe-grpo-4.parquet.manifest.json"])
     fake_run(full, tmp_path, full.config_hash)
     assert full.done(tmp_path) and full.set_aside(tmp_path) is None   # its own settings: left alone
     monkeypatch.setenv("RCEA_OVERRIDES", "train.max_steps=4;train.save_steps=2")
     again = TrainUnit("grpo", "tiny")
     assert again.set_aside(tmp_path) == layout.superseded_run_dir("tiny", "grpo", full.config_hash, tmp_path)
     assert again.done(tmp_path)   # the quick run came back, complete: reused, not retrained
-    assert parts["probe-grpo-4"].exists() and not (out / "measurements").exists()   # with its parts
+    assert parts["probe-grpo-4"].exists() and ours.exists() and not (out / "measurements").exists()   # with its parts
+    assert all(p.exists() and p.read_bytes() == b"y" for p in theirs)
 
 
 def test_a_container_unit_is_pinned_by_compose_and_never_judged_from_the_host(tmp_path):
