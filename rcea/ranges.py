@@ -32,7 +32,8 @@ RANGES: dict[str, str] = {
                      "objectives.*.max_completion_length"], ">= 1"),
     "train.num_generations": ">= 2",  # a group needs two completions for an advantage
     **dict.fromkeys(["judge.max_retries", "judge.max_retry_after_s", "judge.temperature", "train.weight_decay",
-                     "train.beta", "aggregate.workers", "eval.questions_per_benchmark", "passk.questions",
+                     "train.beta", "train.logprob_chunk_tokens", "aggregate.workers", "eval.questions_per_benchmark",
+                     "passk.questions",
                      "probe.composition", "objectives.*.epsilon_high", "objectives.*.epsilon_high_entropy",
                      "objectives.*.kl_loss_coef", "objectives.*.high_entropy_kl_loss_scale_coef",
                      "objectives.*.ppo_kl_coef", "objectives.*.clip_cov_lb", "objectives.*.clip_cov_ub",

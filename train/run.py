@@ -299,6 +299,7 @@ def _run_training(cfg: Config, out: Path, resume: bool, reward: str, callbacks, 
         callbacks=[StepLogger(steps_path, files.tensorboard if "tensorboard" in report_targets(cfg) else None),
                    ProgressLine(log), *callbacks],
         objective=cfg.method, objective_settings=settings_for(cfg), refill_seed=cfg["train.seed"],
+        logprob_chunk_tokens=cfg["train.logprob_chunk_tokens"],
     )
     quiet_trainer(trainer)  # one line per step: the [train] line, not also the Trainer's raw dict
     _mark_checkpoints_complete(trainer, cfg)

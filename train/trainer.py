@@ -25,6 +25,7 @@ from trl.trainer.utils import use_adapter
 
 from rcea.layout import TRAINER_STATE
 from train.objectives import Normalisers, ObjectiveSettings, get, objective_loss, token_batch
+from train.logprobs import token_logps_and_entropies
 from train.monitor import GAP_MAX, GAP_MEAN
 from train.vllm_sync import use_policy_weights
 
@@ -62,7 +63,8 @@ def _pad_cat(tensors: list[torch.Tensor], value, left: bool) -> torch.Tensor:
 class ObjectiveGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages and loss come from `train.objectives.<objective>`."""
 
-    def __init__(self, *args, objective: str, objective_settings: ObjectiveSettings, refill_seed: int = 0, **kwargs):
+    def __init__(self, *args, objective: str, objective_settings: ObjectiveSettings, refill_seed: int = 0,
+                 logprob_chunk_tokens: int = 0, **kwargs):
         import trl
 
         if trl.__version__ != TRL_VERSION:
@@ -74,6 +76,9 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         self.objective = get(objective)
         self.settings = objective_settings
         self.refill_seed = refill_seed
+        if logprob_chunk_tokens < 0:
+            raise ValueError(f"logprob_chunk_tokens must be >= 0 (0: TRL's unchunked pass), got {logprob_chunk_tokens}")
+        self.logprob_chunk_tokens = logprob_chunk_tokens  # train.logprob_chunk_tokens
         self.initial_entropy: float | None = None  # the objective's first-rollout statistic (GTPO H_ini)
         self._rollouts = 0
         self._last_rewards: torch.Tensor | None = None
@@ -103,15 +108,31 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         self._last_rewards = rewards[:, 0].clone()  # (N,) column 0 = the verifier reward
         return rewards
 
-    def _get_per_token_logps_and_entropies(self, model, *args, compute_entropy=False, **kwargs):
-        """TRL's pass; during a rollout its no-grad old-log-prob pass also yields the rollout entropies
-        (EP-GRPO, GTPO's H_ini), which saves a second policy forward."""
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, **kwargs):
+        """Per-token log-probs and entropies (B, T) nats: TRL's pass, or with train.logprob_chunk_tokens > 0
+        train/logprobs.py's (same numbers to rounding, no (B, T, V) logits tensor). During a rollout the no-grad
+        old-log-prob pass also yields the rollout entropies (EP-GRPO, GTPO's H_ini), which saves a second
+        policy forward."""
         capture = self._capture_entropy and not torch.is_grad_enabled()
-        logps, ent = super()._get_per_token_logps_and_entropies(
-            model, *args, compute_entropy=compute_entropy or capture, **kwargs)
+        want = compute_entropy or capture
+        if self.logprob_chunk_tokens > 0 and all(v is None for v in kwargs.values()):  # text only (no images)
+            logps, ent = self._chunked_logps(model, input_ids, attention_mask, logits_to_keep, batch_size, want)
+        else:
+            logps, ent = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy=want, **kwargs)
         if capture:
             self._captured = (logps, ent)
         return logps, (ent if compute_entropy else None)
+
+    def _chunked_logps(self, model, input_ids, attention_mask, logits_to_keep, batch_size, want_entropy):
+        """train/logprobs.py over TRL's row batches of `batch_size` (the rollout passes), else all rows."""
+        step = batch_size or input_ids.size(0)
+        parts = [token_logps_and_entropies(model, input_ids[i : i + step], attention_mask[i : i + step],
+                                           logits_to_keep, self.temperature, want_entropy, self.logprob_chunk_tokens)
+                 for i in range(0, input_ids.size(0), step)]
+        logps = torch.cat([p[0] for p in parts])
+        return logps, (torch.cat([p[1] for p in parts]) if want_entropy else None)
 
     def _scored_rollout(self, inputs) -> dict:
         self._capture_entropy, self._captured = self._needs_rollout_entropy(), None
