@@ -19,7 +19,7 @@ from invoke.exceptions import Exit
 from rcea.config import METHODS, SCALES
 from rcea.launch import launch
 from orchestrate.ops import doctor as doc
-from orchestrate.ops import images
+from orchestrate.ops import flags, images  # noqa: F401 - flags: importing it answers an unknown option with the valid ones
 from orchestrate.ops import lockfiles as lk
 from orchestrate.ops import study as st
 from orchestrate.ops import outside as ot
