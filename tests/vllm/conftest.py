@@ -11,7 +11,9 @@ vLLM reads some settings at import, so they are set here, before any test import
 and no core binding (the machine is shared), no torch.compile (TORCHDYNAMO_DISABLE, as in
 compose.cpu.yaml), and vLLM's documented reproducibility settings
 (infer.backends.vllm_args.REPRODUCIBLE_ENV: engine core in-process, batch invariance on), which the device
-check uses too. On CPU, `gpu_memory_utilization` is the share of the whole RAM this process may use (the
+check uses too. Host memory is never pinned, as vLLM's CPU platform says: the environment's .pth file installs
+infer/vllm_cpu_unpin.py at every interpreter start (scripts/bootstrap vllm-cpu); without it the session stops
+at once, naming that command (test_unpinned.py says why). On CPU, `gpu_memory_utilization` is the share of the whole RAM this process may use (the
 default refuses to start on a shared machine); the engine and the server get a KV cache of a fixed size
 instead (`kv_cache_memory_bytes`, like VLLM_CPU_KVCACHE_SPACE in compose.cpu.yaml). Both are built the way
 the project builds them on CPU: the worker's engine with enforce_eager (infer/worker.py), the judge server
@@ -231,7 +233,22 @@ def start_judge_server(model: Path, log: Path) -> JudgeServer:
 
 
 @pytest.fixture(scope="session")
-def _judge_process(request, tmp_path_factory):
+def _unpinned():
+    """Before anything starts: stop in one line in an environment whose vLLM would pin host memory
+    (infer/vllm_cpu_unpin.py; the engine and the server refuse too, later)."""
+    from infer.vllm_cpu_unpin import require
+
+    try:
+        require()
+        problem = ""
+    except RuntimeError as exc:
+        problem = str(exc)
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def _judge_process(request, tmp_path_factory, _unpinned):
     """Started as early as the session allows (see _early_start), stopped at its end; None if no test of
     this session asks for the server."""
     if not any("judge_server" in item.fixturenames for item in request.session.items):
