@@ -27,7 +27,7 @@ from orchestrate.ops.commands import (
     AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command, audit_serve_command,
     check_overrides, check_workers, choice, codebook_commands, data_root, enqueue_command, judge_commands,
     local_command, parse_methods, published_dir, role_command, status_command, train_command, warm_start_command,
-    workers_command)
+    publish_command, workers_command)
 from orchestrate.ops.shell import is_dry, require_compose, run_all, say_overrides, share_overrides
 from rcea.progress import duration
 
@@ -129,7 +129,7 @@ def aggregate(c, scale="tiny", skip_bad_parts=False):
     """Aggregate the inference tables into the paper's tables and figures (CPU only)."""
     _at(c, scale, "aggregation", f"copy data/infer/{scale}/tables out of the volume and run here "
         f"`.envs/aggregate/bin/python -m aggregate --input TABLES --output OUT --scale {scale}`", gpu=False)
-    run_all(c, [aggregate_command(scale, skip_bad_parts)])
+    run_all(c, [aggregate_command(scale, skip_bad_parts), publish_command(scale)])   # and the copy in results/<scale>/
 
 
 @task(iterable=["override"], help={

@@ -3,7 +3,8 @@
 Each step a role process: check and import the run's checkpoints and queue its jobs (the inference role,
 `python -m infer.outside`), run the workers until the queue is empty, label validity and modes (the judge and
 the codebook, as `invoke judge` / `invoke codebook`), aggregate the scale's tables (the outside run appears as its
-own rows, an extension run pooled into none of the paper's fits).
+own rows, an extension run pooled into none of the paper's fits) and copy the results to results/<scale>/, where
+the docs point (rcea.publish, as the study's last stage).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from rcea.launch import launch
-from orchestrate.ops.commands import aggregate_command, codebook_commands, judge_commands, role_command, workers_command
+from orchestrate.ops.commands import (aggregate_command, codebook_commands, judge_commands, publish_command, role_command,
+                                      workers_command)
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -38,4 +40,4 @@ def measure_run_commands(scale: str, folder: str, base: str, name: str, override
     if not NAME.fullmatch(name or ""):
         raise Exit(f"--name {name!r}: use a label of letters, digits, '-', '_' or '.'", code=2)
     return [outside_command(scale, folder, base, name, overrides), workers_command(scale, num_workers, detach=False),
-            *judge_commands(scale), *codebook_commands(scale), aggregate_command(scale)]
+            *judge_commands(scale), *codebook_commands(scale), aggregate_command(scale), publish_command(scale)]
