@@ -85,6 +85,9 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
         if not ret:
             unavailable["mode_retention"] = "; ".join(ret_notes) or "no trained endpoint with modes"
         t["mode_retention"] = time.perf_counter() - t0
+        from aggregate.section12 import pipeline_counts
+
+        res["pipeline_counts"] = pipeline_counts(ds.tables["samples"], settings)
         low = [en for en in entries if en["coverage_success"] == 0 or en["coverage_failure"] == 0]
         if low:
             notes.append(f"{len(low)} endpoint(s) have zero coverage in an outcome under K_r >= {settings.min_k_r}; "

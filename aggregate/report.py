@@ -109,6 +109,7 @@ def summary(res: dict) -> dict[str, Any]:
                      "training_traces": res.get("training_traces"), "failure_window": res.get("failure_window"),
                      "judge_calibration": res.get("judge_calibration"), "audit": res.get("audit"),
                      "accepted_set": res.get("accepted_set"), "codebook": res.get("codebook"),
+                     "pipeline_counts": res.get("pipeline_counts"), "initial_modes": res.get("initial_modes"),
                      "inventory": res.get("inventory"), "eval_inventory": res.get("eval_inventory"), "failure_detector": res.get("failure_detector", {}),
                      "notes": res.get("notes", []), "unavailable": res.get("unavailable", {}),
                      "seed_noise": res.get("seed_noise", []), "skipped_parts": res.get("skipped_parts", []),
@@ -134,7 +135,10 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     if "all null" in gone:   # a labelling stage left no labels: say so before any number
         L += [f"**Not a result: labels are missing.** {gone}. Table 1 (Mode Retention), Table A6 and the "
               "retention figure are not reported; rerun the labelling stage, then aggregate again.", ""]
-    L += [
+    from aggregate.answers import answer_lines
+
+    L += answer_lines(res, st)
+    L += ["## Input", "",
          f"Input: `{inputs}`. Settings: min K_r = {st.min_k_r}, bootstrap {st.bootstrap_resamples} resamples "
          f"(seed {st.bootstrap_seed}, keyed per endpoint), rarefaction seed {st.rarefaction_seed} "
          f"(R = {st.rarefaction_draws}, m_min = {st.min_mode_m}), q{100 * st.q99_quantile:g} with "
@@ -198,7 +202,9 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
               f"slope {_f(f['slope'])}, R² {_f(f['r2'])}" for k, f in ext_fit.items()]
     L += rq3_lines(res, st)
     L += report_lines(res, st)
-    L += accepted_set_lines(res) + codebook_lines(res)
+    from aggregate.section12 import pipeline_lines
+
+    L += pipeline_lines(res) + accepted_set_lines(res) + codebook_lines(res)
     eps = res.get("endpoints", [])
     if eps:
         worst = max((e.get("max_decomposition_residual", 0.0) for e in eps), default=0.0)

@@ -62,12 +62,18 @@ class Table:
     header: list[str]
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    marks: dict[tuple[int, int], str] = field(default_factory=dict)  # (row, column) -> "best" | "second"
+
+    def _cell(self, i: int, j: int, text: str, bold: str, under: str) -> str:
+        mark = self.marks.get((i, j))
+        return bold.format(text) if mark == "best" else under.format(text) if mark == "second" else text
 
     def markdown(self) -> str:
         lines = [f"**{self.key}.** {self.caption}", ""]
         if self.rows:
             lines += ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
-            lines += ["| " + " | ".join(r) + " |" for r in self.rows]
+            lines += ["| " + " | ".join(self._cell(i, j, c, "**{}**", "<u>{}</u>") for j, c in enumerate(r)) + " |"
+                      for i, r in enumerate(self.rows)]
         lines += [""] + [f"_{n}_" for n in self.notes]
         return "\n".join(lines).rstrip() + "\n"
 
@@ -79,7 +85,8 @@ class Table:
         if self.rows:
             out += [r"\begin{tabular}{" + "l" * 1 + "r" * (len(self.header) - 1) + "}", r"\toprule",
                     " & ".join(esc(h) for h in self.header) + r" \\", r"\midrule"]
-            out += [" & ".join(esc(c) for c in r) + r" \\" for r in self.rows]
+            out += [" & ".join(self._cell(i, j, esc(c), r"\textbf{{{}}}", r"\underline{{{}}}")
+                               for j, c in enumerate(r)) + r" \\" for i, r in enumerate(self.rows)]
             out += [r"\bottomrule", r"\end{tabular}"]
         out += [rf"\par\footnotesize {esc(n)}" for n in self.notes]
         out += [r"\end{table}"]
@@ -129,15 +136,40 @@ def table1(res: dict, st: AggregateSettings) -> Table:
     for key in ("table1_accuracy", "pass_at_k", "mode_retention"):
         if key in res.get("unavailable", {}):
             t.notes.append(f"Missing input: {res['unavailable'][key]}.")
+    t.marks = rank_marks(t.rows, [r for r in _runs(res)], range(1, len(t.header)))
+    if t.marks:
+        t.notes.append("Bold and underline mark the best and second-best value of each column "
+                       "within each scale, among the trained rows of the paper's objectives (the base policy is the "
+                       "reference; its retention is 100% by construction; extensions are not ranked); equal printed "
+                       "values share a mark, and no mark goes to a column whose values all tie or to a second value that is also the lowest.")
     _extension_note(t, _runs(res))
     return t
+
+
+def rank_marks(rows: list[list[str]], runs: list[dict], columns) -> dict[tuple[int, int], str]:
+    """Table 1's marks: per scale and column, the rows whose printed value is the highest ("best") or the next
+    distinct value ("second"), among the trained rows of the paper's objectives; a dash is never marked."""
+    marks: dict[tuple[int, int], str] = {}
+    for sc in sorted({r["scale"] for r in runs}):
+        idx = [i for i, r in enumerate(runs) if r["scale"] == sc and r["method"] != BASE_METHOD
+               and not r.get("extension")]
+        for j in columns:
+            vals = {i: float(rows[i][j]) for i in idx if rows[i][j] != DASH}
+            order = sorted(set(vals.values()), reverse=True)
+            for i, v in vals.items():
+                if len(order) > 1 and v == order[0]:
+                    marks[(i, j)] = "best"
+                elif len(order) > 2 and v == order[1]:
+                    marks[(i, j)] = "second"
+    return marks
 
 
 def table2(res: dict, st: AggregateSettings) -> Table:
     scales = sorted({r["scale"] for r in _runs(res)})
     t = Table("Table 2", "Within-stratum q99 share of positive chosen-token covariance (%), successful → failed, ties "
                          "retained.",
-              ["Method"] + [f"{scale_name(s)} {c}" for s in scales for c in ("successful", "failed", "gap (pp)")])
+              ["Method"] + [f"{scale_name(s)} {c}" for s in scales
+                            for c in ("successful", "failed", "gap (pp)", "failed: tokens at or above the cutoff (%)")])
     if "q99" in res.get("unavailable", {}):
         t.notes.append(f"Missing input: {res['unavailable']['q99']}.")
         return t
@@ -152,16 +184,15 @@ def table2(res: dict, st: AggregateSettings) -> Table:
             r = by.get((s, m), {})
             a, b = r.get("q99_share_success"), r.get("q99_share_failure")
             gap = 100 * (b - a) if a is not None and b is not None else None
-            row += [fmt(a, 1, True), fmt(b, 1, True) + _flag(r), fmt(gap)]
+            row += [fmt(a, 1, True), fmt(b, 1, True) + _flag(r), fmt(gap),
+                    fmt(r.get("q99_selected_fraction_failure"), 1, True)]
         t.rows.append(row)
+    t.notes.append("Tokens at or above the cutoff: the share of the failed stratum's tokens the q99 cutoff selects "
+                   "with ties kept (1% without ties; the paper: roughly 58-59% for GTPO's failed strata).")
     for r in _runs(res):
         if r.get("failed") and r.get("q99_step") is not None:
             t.notes.append(f"† {method_name(r['method'])}-{scale_name(r['scale'])}: failed run, step {r['q99_step']} "
                            f"kept as a failure diagnostic.")
-        sel = r.get("q99_selected_fraction_failure")
-        if sel is not None and math.isfinite(sel) and sel > 0.05:
-            t.notes.append(f"{method_name(r['method'])}-{scale_name(r['scale'])}: ties at the failed-stratum cutoff "
-                           f"select {100 * sel:.1f}% of tokens.")
     _extension_note(t, _runs(res))
     return t
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -48,7 +50,7 @@ def test_table1_all_fourteen_macro_averages_from_unrounded_counts() -> None:
             rows.append((scale, method, 0 if method == "base" else 1000, bench, round(pct * n / 100), n))
     res = pipeline.run_aggregation(io.from_tables({"greedy": _greedy(rows)}), ST)
     runs = {(r["scale"], r["method"]): r for r in res["runs"]}
-    md = tables.table1(res, ST).markdown()
+    md = re.sub(r"\*\*|</?u>", "", tables.table1(res, ST).markdown())   # the marks: next test
     naive_differs = 0
     for scale, method, *cells, average in PAPER_TABLE1:
         assert f"{runs[(scale, method)]['macro_average']:.2f}" == f"{average:.2f}", (scale, method)
@@ -56,6 +58,37 @@ def test_table1_all_fourteen_macro_averages_from_unrounded_counts() -> None:
         assert f"| {name} | {' | '.join(f'{c:.1f}' for c in cells)} | {average:.2f} |" in md, name
         naive_differs += f"{sum(cells) / 5:.2f}" != f"{average:.2f}"
     assert naive_differs == 9
+
+
+# The paper's Table 1 bold (best) and underlined (second-best) cells per scale and column, as its text reads them
+# off the printed values: Clip-Cov leads 3B's average (27.75), KL-Cov 7B's (35.72), DAPO 7B's MATH 500 (77.2).
+PAPER_MARKS = {("3b", "Average"): ({"clip_cov"}, {"grpo"}), ("7b", "Average"): ({"kl_cov"}, {"dapo"}),
+               ("7b", "MATH 500"): ({"dapo"}, {"ep_grpo"}), ("3b", "MATH 500"): ({"clip_cov"}, {"dapo"}),
+               ("3b", "AIME'25"): ({"clip_cov", "kl_cov"}, set()),   # two values: 3.3 best, 0.0 is also the lowest
+               ("7b", "Minerva"): ({"grpo", "dapo"}, {"kl_cov"})}
+
+
+def test_table1_marks_the_best_and_second_best_of_each_column_within_each_scale() -> None:
+    """Bold and underline as the paper's caption says, on its own cells: per scale and column over the trained
+    rows (the base is the reference, never marked), ties share a mark, markdown ** and <u>, LaTeX textbf and
+    underline."""
+    rows = []
+    for scale, method, *cells, _ in PAPER_TABLE1:
+        for (bench, n), pct in zip(SIZES.items(), cells):
+            rows.append((scale, method, 0 if method == "base" else 1000, bench, round(pct * n / 100), n))
+    res = pipeline.run_aggregation(io.from_tables({"greedy": _greedy(rows)}), ST)
+    t = tables.table1(res, ST)
+    col = {h: j for j, h in enumerate(t.header)}
+    who = [(r["scale"], r["method"]) for r in res["runs"]]
+    for (scale, name), (best, second) in PAPER_MARKS.items():
+        j = col[name]
+        got = {m: t.marks.get((i, j)) for i, (s, m) in enumerate(who) if s == scale}
+        assert {m for m, k in got.items() if k == "best"} == best, (scale, name)
+        assert {m for m, k in got.items() if k == "second"} == second, (scale, name)
+        assert got["base"] is None
+    md, tex = t.markdown(), t.latex()
+    assert "| + Clip-Cov (3B) | **10.0** | **3.3** |" in md and "<u>24.43</u>" in md and "**35.72**" in md
+    assert r"\textbf{27.75}" in tex and r"\underline{33.44}" in tex and "**" not in tex
 
 
 def test_failure_detector_and_table_a9_from_dense_trace() -> None:
