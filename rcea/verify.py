@@ -37,7 +37,7 @@ class VerifyResult:
 
 
 def answers_match(pred: str, reference: str, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
-    """True if the extracted answer `pred` is equivalent to `reference` (decided within `timeout` s)."""
+    """True if the extracted answer `pred` is equivalent to `reference` (decided within `timeout` s of CPU time)."""
     preds, refs = answer_variants(pred, reference)
     keys = {canonical_string(r) for r in refs}
     if any(canonical_string(p) in keys for p in preds):
@@ -52,7 +52,7 @@ def answers_match(pred: str, reference: str, timeout: float = DEFAULT_TIMEOUT_S)
 
 
 def verify(completion: str, reference: str, timeout: float = DEFAULT_TIMEOUT_S) -> VerifyResult:
-    """Verify `completion` against `reference`; returns within about `timeout` seconds."""
+    """Verify `completion` against `reference` within `timeout` s of CPU time (the same verdict at any load)."""
     if not isinstance(completion, str) or not isinstance(reference, str):
         raise TypeError("completion and reference must be str")
     extracted = extract_boxed(completion)

@@ -1,19 +1,24 @@
-"""Time-limited symbolic answer comparison with math-verify, isolated in a worker process.
+"""CPU-time-limited symbolic answer comparison with math-verify, isolated in a worker process.
 
-Why a worker process: math-verify's own timeout is `signal.alarm` with whole seconds, which works
-only in the main thread, and no signal can interrupt a long C-level computation (a big-integer
-power built from `9^{9^{9^{9}}}`). So comparisons run in a persistent child process
-(`python -m rcea.verify_sandbox`, JSON lines over pipes). The caller waits at most `timeout` seconds
-for the answer; if the child overruns, it is killed (SIGKILL) and a fresh one is started on the next
-call. Inside the child (its main thread) a re-arming SIGALRM interval timer bounds the work to a
-soft budget below `timeout`, so ordinary slow comparisons return False without killing the child.
-math-verify's own timeouts are passed as None (`parsing_timeout=None`, `timeout_seconds=None`):
-its `signal.alarm` would reset our interval timer (they share ITIMER_REAL).
+The budget counts CPU time, not wall time, so a verdict is a function of the input: a busy machine slows
+a comparison but does not turn a correct answer into a wrong one (a wall-clock budget did: 348 of 349
+cases accepted idle, 345 at load 10). No signal interrupts a long C-level computation (a big-integer
+power from `9^{9^{9^{9}}}`), so comparisons run in a persistent child process (`python -m
+rcea.verify_sandbox`, JSON lines over pipes). Three limits, for a call with `timeout` T seconds:
+- soft, in the child: a re-arming ITIMER_PROF timer (SIGPROF after `budget` = 0.8 T seconds of the
+  child's CPU time, user + system) interrupts Python code: the comparison returns False, the child lives;
+- hard, in the parent: a child that has used T seconds of CPU on the call (a C-level computation the
+  timer cannot interrupt) is killed (SIGKILL), read from /proc/<pid>/stat every 20 ms, and a fresh
+  child is started on the next call;
+- against hangs only, in the parent: WALL_FACTOR x T seconds of wall time (a child that waits without
+  using CPU); where the child's CPU time cannot be read (no /proc) this is the only hard limit.
+math-verify's own timeouts (`signal.alarm`, whole seconds, main thread) are passed as None.
 
 Workers are pooled, one per concurrent caller, so the API is thread-safe. Worker start-up (imports,
 about a second) is not counted in a call's time limit; `warmup()` starts one ahead of time.
 If a worker cannot be started (no POSIX pipes, sandboxed interpreter), comparisons run in-process:
-under the interval timer in the main thread, or in an abandoned daemon thread elsewhere.
+under the CPU interval timer in the main thread (the whole process's CPU counts there, other threads
+included), or in an abandoned daemon thread elsewhere (that thread's CPU clock, polled).
 
 Only math-verify's LaTeX extraction is used. Its `ExprExtractionConfig` goes through sympy's
 `parse_expr`, which calls `eval`, so it is never used on model output.
@@ -38,8 +43,14 @@ from typing import Sequence
 __all__ = ["symbolic_equal", "compare_pairs", "warmup", "shutdown"]
 
 STARTUP_TIMEOUT_S = 120.0
+WALL_FACTOR = 20.0   # the wall-clock limit, against hangs only: this many times the call's CPU limit
+POLL_S = 0.02        # how often the parent reads the child's CPU time
 _MEM_LIMIT_MB = int(os.environ.get("RCEA_VERIFY_MEM_MB", "4096"))
 _MODE = os.environ.get("RCEA_VERIFY_SANDBOX", "process")  # "process" or "inline"
+try:
+    _TICKS = float(os.sysconf("SC_CLK_TCK"))   # the unit of /proc/<pid>/stat's CPU times
+except (AttributeError, ValueError, OSError):
+    _TICKS = 100.0
 
 
 class _Deadline(BaseException):
@@ -99,28 +110,29 @@ def _complex_equal(gold: object, pred: object) -> bool:
 _guard_active = False
 
 
-def _on_alarm(signum: int, frame: object) -> None:
+def _on_timer(signum: int, frame: object) -> None:
     if _guard_active:
         raise _Deadline()
 
 
 def _arm(budget: float) -> object:
-    """Raise `_Deadline` in the main thread after `budget` s, and every 50 ms after that."""
+    """Raise `_Deadline` in the main thread after `budget` s of this process's CPU time, and every 50 ms
+    of CPU time after that (ITIMER_PROF: user + system time; waiting for the CPU does not count)."""
     global _guard_active
-    old = signal.signal(signal.SIGALRM, _on_alarm)
+    old = signal.signal(signal.SIGPROF, _on_timer)
     _guard_active = True
-    signal.setitimer(signal.ITIMER_REAL, max(budget, 1e-3), 0.05)
+    signal.setitimer(signal.ITIMER_PROF, max(budget, 1e-3), 0.05)
     return old
 
 
 def _disarm(old: object) -> None:
-    """Stop the timer and restore the previous handler, even if a last alarm lands meanwhile."""
+    """Stop the timer and restore the previous handler, even if a last signal lands meanwhile."""
     global _guard_active
     while True:
         try:
             _guard_active = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, old)
             return
         except _Deadline:
             continue
@@ -129,8 +141,8 @@ def _disarm(old: object) -> None:
 def compare_pairs(pairs: Sequence[tuple[str, str]], budget: float) -> tuple[bool, bool]:
     """(equal, timed_out): True if any (reference, prediction) pair is math-verify equivalent.
 
-    Bounded by `budget` seconds via SIGALRM when called in the main thread; unbounded otherwise
-    (callers off the main thread must bound it themselves, see `_inline`).
+    Bounded by `budget` seconds of CPU time via SIGPROF when called in the main thread; unbounded
+    otherwise (callers off the main thread must bound it themselves, see `_inline`).
     """
     if not (threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")):
         return any(_equal_one(g, p) for g, p in pairs), False
@@ -146,7 +158,8 @@ def compare_pairs(pairs: Sequence[tuple[str, str]], budget: float) -> tuple[bool
 
 
 def _inline(pairs: Sequence[tuple[str, str]], timeout: float) -> bool:
-    """In-process fallback: guarded in the main thread, else a daemon thread abandoned on timeout."""
+    """In-process fallback: guarded in the main thread, else a daemon thread abandoned once it has used
+    `timeout` s of its CPU clock (or WALL_FACTOR x `timeout` s of wall time)."""
     import latex2sympy2_extended.latex2sympy2  # noqa: F401  (imports are not part of the time limit)
     import math_verify  # noqa: F401
 
@@ -155,7 +168,18 @@ def _inline(pairs: Sequence[tuple[str, str]], timeout: float) -> bool:
     box: list[bool] = []
     t = threading.Thread(target=lambda: box.append(compare_pairs(pairs, timeout)[0]), daemon=True)
     t.start()
-    t.join(timeout)
+    end = time.monotonic() + WALL_FACTOR * timeout
+    try:
+        clock = time.pthread_getcpuclockid(t.ident)  # type: ignore[arg-type]
+    except (AttributeError, OSError, TypeError):
+        clock = None
+    while t.is_alive() and time.monotonic() < end:
+        t.join(POLL_S)
+        try:
+            if clock is not None and time.clock_gettime(clock) > timeout:
+                break
+        except OSError:   # the thread ended meanwhile
+            continue
     return bool(box and box[0])
 
 
@@ -183,6 +207,7 @@ def _worker_main() -> None:
     out.write("ready\n")
     out.flush()
     for line in sys.stdin:
+        t0 = time.process_time()
         try:
             req = json.loads(line)
             pairs = [(str(g), str(p)) for g, p in req["pairs"]]
@@ -190,12 +215,15 @@ def _worker_main() -> None:
             resp = {"equal": equal, "timed_out": timed_out}
         except (ValueError, KeyError, TypeError, MemoryError, RecursionError) as exc:
             resp = {"equal": False, "timed_out": False, "error": type(exc).__name__}
+        resp["cpu_s"] = round(time.process_time() - t0, 4)
         out.write(json.dumps(resp) + "\n")
         out.flush()
 
 
 class _Worker:
     """Handle on one worker process."""
+
+    last_cpu_s: float | None = None   # CPU seconds the child used on the last request (None: unknown)
 
     def __init__(self, wait: bool = True) -> None:
         root = str(Path(__file__).resolve().parent.parent)
@@ -216,16 +244,30 @@ class _Worker:
             self.kill()
             raise RuntimeError("verifier worker did not start")
 
-    def _readline(self, deadline: float) -> str | None:
-        """One line from the worker, or None at the deadline / EOF."""
+    def cpu_s(self) -> float | None:
+        """The child's CPU time so far (user + system, seconds; clock-tick resolution), None where the
+        platform cannot tell (no /proc)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _TICKS   # utime, stime: fields 14 and 15 of stat
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def _readline(self, deadline: float, cpu_end: float | None = None) -> str | None:
+        """One line from the worker, or None at the wall `deadline`, once the child's CPU time passes
+        `cpu_end`, or at EOF."""
         fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         while b"\n" not in self._buf:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            ready, _, _ = select.select([fd], [], [], remaining)
+            ready, _, _ = select.select([fd], [], [], remaining if cpu_end is None else min(remaining, POLL_S))
             if not ready:
-                return None
+                used = self.cpu_s() if cpu_end is not None else None
+                if used is not None and used > cpu_end:
+                    return None
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 return None
@@ -233,14 +275,20 @@ class _Worker:
         line, self._buf = self._buf.split(b"\n", 1)
         return line.decode("utf-8", "replace").strip()
 
-    def request(self, pairs: Sequence[tuple[str, str]], budget: float, deadline: float) -> bool | None:
-        """Equality verdict, or None when the worker overran `deadline` or died."""
+    def request(self, pairs: Sequence[tuple[str, str]], budget: float, deadline: float,
+                cpu_limit: float | None = None) -> bool | None:
+        """Equality verdict, or None when the worker used more than `cpu_limit` s of CPU time on it,
+        overran the wall `deadline`, or died. `budget`: the child's own soft CPU budget (seconds)."""
         msg = json.dumps({"pairs": [list(p) for p in pairs], "budget": budget}) + "\n"
+        cpu0 = self.cpu_s()
         try:
             self.proc.stdin.write(msg.encode())  # type: ignore[union-attr]
         except (BrokenPipeError, OSError):
             return None
-        line = self._readline(deadline)
+        cpu_end = None if cpu0 is None or cpu_limit is None else cpu0 + cpu_limit
+        line = self._readline(deadline, cpu_end)
+        cpu1 = self.cpu_s()
+        self.last_cpu_s = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
         if line is None:
             return None
         try:
@@ -331,7 +379,8 @@ def shutdown() -> None:
 
 
 def symbolic_equal(pairs: Sequence[tuple[str, str]], timeout: float) -> bool:
-    """True if any (reference, prediction) LaTeX pair is equivalent, decided within `timeout` s.
+    """True if any (reference, prediction) LaTeX pair is equivalent, decided within `timeout` s of CPU
+    time (whatever the machine's load; wall time at most WALL_FACTOR x `timeout` s).
 
     A timeout or any failure counts as not equal.
     """
@@ -340,9 +389,8 @@ def symbolic_equal(pairs: Sequence[tuple[str, str]], timeout: float) -> bool:
     worker = _acquire() if (_MODE == "process" and os.name == "posix") else None
     if worker is None:
         return _inline(pairs, timeout)
-    start = time.monotonic()
-    budget = max(0.05, min(0.8 * timeout, timeout - 0.2))
-    verdict = worker.request(pairs, budget, start + timeout)
+    budget = max(0.05, min(0.8 * timeout, timeout - 0.2))   # CPU seconds, soft (in the child)
+    verdict = worker.request(pairs, budget, time.monotonic() + WALL_FACTOR * timeout, cpu_limit=timeout)
     if verdict is None:
         worker.kill()
         return False
