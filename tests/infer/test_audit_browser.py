@@ -196,3 +196,37 @@ def test_label_reload_resume(browser, tmp_path, record_property):
         assert s.stat().st_size > 5_000 and s.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         record_property("screenshot", str(s))
         print("screenshot:", s)
+
+
+def test_choose_the_annotator_on_the_page_and_say_what_to_do_when_empty(browser, tmp_path):
+    empty, db = tmp_path / "empty.sqlite", tmp_path / "audit.sqlite"
+    build_db(db)
+    servers = {name: make_server(path, port=0, empty_hint="no audit pairs yet: draw them first with `invoke audit "
+                                                             "--scale tiny --sample`") for name, path in
+               (("empty", empty), ("drawn", db))}
+    for httpd in servers.values():
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = {name: f"http://127.0.0.1:{httpd.server_address[1]}" for name, httpd in servers.items()}
+    cdp = browser
+    try:
+        cdp.call("Page.navigate", url=base["empty"] + "/?annotator=A")   # nothing drawn: the page says what to do
+        cdp.wait("document.body && document.body.dataset.ready === '1'")
+        assert "invoke audit --scale tiny --sample" in cdp.eval("document.getElementById('status').textContent")
+        assert cdp.eval("document.getElementById('progress').textContent") == "nothing to label"
+        cdp.call("Page.navigate", url=base["drawn"] + "/")   # no annotator in the URL: choose one on the page
+        cdp.wait("document.body && document.body.dataset.ready === '1'")
+        assert cdp.eval("document.getElementById('status').textContent") == "choose the annotator above to start"
+        options = cdp.eval("[...document.getElementById('pick').options].map(o => o.textContent)")
+        assert options == ["choose…", "A", "B", "C (adjudication)"]
+        cdp.eval("const p = document.getElementById('pick'); p.value = '?annotator=B'; "
+                 "p.dispatchEvent(new Event('change'))")
+        cdp.wait("location.search === '?annotator=B' && document.body && document.body.dataset.ready === '1'")
+        assert cdp.eval("document.getElementById('progress').textContent") == "0 / 5 labelled"
+        assert cdp.eval("document.getElementById('pick').selectedOptions[0].textContent") == "B"
+        cdp.key("d")
+        cdp.wait("document.getElementById('progress').textContent === '1 / 5 labelled'")
+    finally:
+        for httpd in servers.values():
+            httpd.shutdown()
+    with store.connect(db) as con:
+        assert [tuple(r) for r in con.execute("SELECT annotator, pair_id, label FROM labels")] == [("B", 1, 1)]
