@@ -11,6 +11,8 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -37,21 +39,35 @@ def publish(src: Path, dest: Path) -> int:
     tmp, old = dest.with_name(dest.name + ".incoming"), dest.with_name(dest.name + ".previous")
     from rcea.store import is_temp   # never a writer's temporary file left by a killed aggregation
 
+    first: list[OSError] = []   # copytree gathers its files' errors into one shutil.Error: keep the first
+
+    def copy(s, d):
+        try:
+            return shutil.copy2(s, d)
+        except OSError as exc:
+            first.append(exc)
+            raise
+
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
+        folders = [dest.parent, *([dest, *(p for p in dest.rglob("*") if p.is_dir())] if dest.is_dir() else [])]
+        for folder in folders:   # a read-only copy is refused before anything changes (os.access: root may write)
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied", str(folder))
         for stale in (tmp, old):
             if stale.exists():
                 shutil.rmtree(stale)
-        shutil.copytree(src, tmp, ignore=lambda _, names: [n for n in names if is_temp(n)])
+        shutil.copytree(src, tmp, ignore=lambda _, names: [n for n in names if is_temp(n)], copy_function=copy)
         if dest.exists():
             dest.rename(old)
         tmp.rename(dest)
     except OSError as exc:
         _undo(tmp, dest, old)
-        where = exc.filename or dest
-        raise PublishError(f"cannot write the published copy {dest} ({exc.strerror or exc}: {where}); make "
-                           f"{dest.parent} and {dest} writable by this user (e.g. `chmod -R u+w {dest.parent}`) or "
-                           f"free space there, then rerun; the complete results stay in {src}") from None
+        exc = first[0] if isinstance(exc, shutil.Error) and first else exc
+        fix = ("free space on that disk" if exc.errno == errno.ENOSPC else
+               f"make {dest.parent} and everything in {dest} writable by this user (`chmod -R u+w {dest.parent}`)")
+        raise PublishError(f"cannot write the published copy {dest} ({exc.strerror or exc}: {exc.filename or dest}); "
+                           f"{fix}, then rerun; the complete results stay in {src}") from None
     shutil.rmtree(old, ignore_errors=True)   # a leftover is removed by the next publish (or named by it)
     return sum(1 for p in dest.rglob("*") if p.is_file())
 

@@ -73,3 +73,27 @@ def test_read_only_results_folder(tmp_path, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "chmod" in err
     assert leftovers(dest) == [] and (dest / "report.md").read_text() == "old report\n"
+
+
+def test_a_read_only_folder_inside_the_copy_is_refused_before_anything_changes(tmp_path, capsys, monkeypatch):
+    """`chmod a-w results/tiny/figures` (seen through os.access, which root passes): refused up front, one line."""
+    src, dest = make(tmp_path)
+    (dest / "figures").mkdir()
+    real = os.access
+    monkeypatch.setattr(pub.os, "access", lambda p, mode: Path(p) != dest / "figures" and real(p, mode))
+    assert pub.main([str(src), str(dest)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"Permission denied: {dest / 'figures'}" in err, err
+    assert leftovers(dest) == [] and (dest / "report.md").read_text() == "old report\n"
+
+
+def test_a_full_disk_names_the_space(tmp_path, capsys, monkeypatch):
+    src, dest = make(tmp_path)
+
+    def full(s, d, **kw):
+        raise OSError(28, "No space left on device", str(d))
+    monkeypatch.setattr(shutil, "copyfile", full)
+    assert pub.main([str(src), str(dest)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "No space left" in err and "free space" in err, err
+    assert leftovers(dest) == [] and (dest / "report.md").read_text() == "old report\n"
