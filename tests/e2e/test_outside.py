@@ -23,7 +23,8 @@ PY = {role: str(ROOT / ".envs" / role / "bin" / "python") for role in ("train", 
 
 
 def _env(data: Path) -> dict:
-    env = dict(os.environ, RCEA_DATA=str(data), PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = dict(os.environ, RCEA_DATA=str(data), RCEA_RESULTS=str(data.parent / "results"), PYTHONPATH=str(ROOT),
+               OMP_NUM_THREADS="1")   # measure-run publishes its results: beside the data folder, not the project's
     env.pop("RCEA_OVERRIDES", None)
     return env
 
@@ -122,3 +123,47 @@ def test_the_merged_full_model_measures_as_the_adapter_it_merges(outside_run):
     assert full["n"] == lora["n"] == 2 and full["sign_agreement"] == lora["sign_agreement"]
     for key in ("median_abs_error", "median_rel_error"):
         assert full[key] == pytest.approx(lora[key], rel=1e-3), key
+
+
+def test_an_outside_run_named_my_grpo_keeps_its_measurements_when_the_study_sets_grpo_aside(outside_run, monkeypatch):
+    """Issue 40 item 1: an outside run named `my-grpo` (the docs' example) is measured; then the study's grpo run of
+    other settings is set aside, as a rerun with a changed setting does before training (TrainUnit.command, what the
+    executor runs). Only grpo's parts go with it: every part of my-grpo stays, and the refreshed report (the
+    published copy, results/tiny/) still has my-grpo's rows and names no missing measurement."""
+    from orchestrate.units import TrainUnit
+    from rcea import layout
+
+    data, run, base, _ = outside_run
+    res = _measure(data, run, base, name="my-grpo")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    tables = layout.tables_dir("tiny", data)
+    mine = {p: p.read_bytes() for p in tables.glob("*/*-my-grpo-*.parquet*")}
+    assert {p.parent.name for p in mine} >= {"greedy", "passk", "samples"}   # its greedy, pass@k and probe parts
+
+    monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
+    unit = TrainUnit("grpo", "tiny")
+    grpo = unit.output(data)   # the study's grpo run, trained under other settings, with one measured part
+    (grpo / "config").mkdir(parents=True)
+    (grpo / "config" / "resolved.json").write_text(json.dumps({"hash": "0123456789"}))
+    theirs = layout.table_part("tiny", "greedy", "greedy-grpo-2", data)
+    src = sorted(p for p in mine if p.parent.name == "greedy" and p.name.endswith(".parquet"))[0]
+    shutil.copy(src, theirs)
+    record = json.loads(src.with_name(src.name + ".manifest.json").read_text())
+    record.update(adapter="train/tiny/grpo/checkpoints/checkpoint-2", job="greedy:grpo-2")
+    record.pop("model", None)
+    (theirs.parent / (theirs.name + ".manifest.json")).write_text(json.dumps(record))
+    TrainUnit.command([unit], "python", data, data)   # sets the other run aside, as before its training
+    kept = layout.superseded_run_dir("tiny", "grpo", "0123456789", data)
+    assert not grpo.exists() and sorted(p.name for p in (kept / "measurements").rglob("*.parquet*")) == [
+        "greedy-grpo-2.parquet", "greedy-grpo-2.parquet.manifest.json"]
+    assert {p: p.read_bytes() for p in tables.glob("*/*-my-grpo-*.parquet*")} == mine   # my-grpo's: untouched
+
+    agg = subprocess.run([str(ROOT / ".envs" / "tools" / "bin" / "invoke"), "aggregate", "--scale", "tiny"], cwd=ROOT,
+                         env=_env(data), capture_output=True, text=True, timeout=900)
+    assert agg.returncode == 0, agg.stdout[-3000:] + agg.stderr[-3000:]
+    published = data.parent / "results" / "tiny"
+    summary = json.loads((published / "summary.json").read_text())
+    assert "tiny/my-grpo" in summary["extension_runs"] and "tiny/my-grpo (extension)" in (published /
+                                                                                           "report.md").read_text()
+    assert {e["step"] for e in summary["endpoints"] if e["method"] == "my-grpo"} == {2, 3}
+    assert not [k for k in summary["unavailable"] if k.startswith("measurements")], summary["unavailable"]
