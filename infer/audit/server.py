@@ -102,7 +102,11 @@ def make_handler(db: Path, empty_hint: str = "no audit pairs drawn yet: draw the
             try:
                 if len(self.path) > MAX_TARGET:
                     raise Refused(414, f"request target over {MAX_TARGET} characters")
-                route(urlparse(self.path))
+                try:
+                    url = urlparse(self.path)
+                except ValueError:   # "http://[x": not a URL
+                    raise Refused(400, "malformed request target") from None
+                route(url)
             except Refused as exc:
                 self._json({"error": str(exc)}, exc.status)
             except TimeoutError:

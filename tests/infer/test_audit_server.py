@@ -98,6 +98,7 @@ def test_sizes_and_the_one_rule_for_people(server):
     assert raw(port, post("/api/label", b"{}", f"Content-Length: {MAX_BODY + 1}\r\n")) == 413
     assert raw(port, get("/api/queue?annotator=A&x=" + "y" * 3000)) == 414
     assert raw(port, b"\r\n") == 400 and raw(port, b"GARBAGE\r\n\r\n") == 400 and raw(port, b"GET /\r\n") == 200
+    assert raw(port, get("http://[x/api/queue?annotator=A")) == 400   # not a URL (urlparse's ValueError)
     for who, status in (("Z", 403), ("A", 200), ("bad name!", 400)):   # the same status on every endpoint
         q = who.replace(" ", "%20")
         assert raw(port, get(f"/api/queue?annotator={q}")) == status, who
@@ -118,7 +119,7 @@ def fuzz_request(rng: random.Random) -> bytes:
     if kind == 0:
         return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
     path = rng.choice(["/api/label", "/api/adjudicate", "/api/pair", "/api/queue", "/api/people", "/", "/static/app.js",
-                       "/static/../server.py", "/%00", "/x" * rng.randrange(1, 1200)])
+                       "/static/../server.py", "/%00", "/x" * rng.randrange(1, 1200), "http://[x/api/pair"])
     query = "&".join(f"{rng.choice(['id', 'annotator', 'adjudicate', 'x'])}="
                      f"{rng.choice(['A', 'Z', '1', '-1', '9' * 40, '1e400', '%ff', '', 'C'])}"
                      for _ in range(rng.randrange(4)))
