@@ -216,7 +216,8 @@ def summarise(ctx: Context, res: dict, settings, steps_per_epoch) -> None:
         if not rows:
             continue
         spe = steps_per_epoch(scale, settings, rows[-1]["step"])
-        traces[f"{scale}/{run}"] = {"steps_per_epoch": spe, "step": [r["step"] for r in rows],
+        known = any(k.lower() == scale.lower() for k in settings.steps_per_epoch)   # else spe is the last step
+        traces[f"{scale}/{run}"] = {"steps_per_epoch": spe, "epoch_known": known, "step": [r["step"] for r in rows],
                                     "entropy": [r.get("entropy") for r in rows],
                                     "reward": [r.get("reward") for r in rows]}
         windows[f"{scale}/{run}"] = failure_window(rows, spe, tuple(settings.failure_window))
@@ -302,16 +303,18 @@ def report_lines(res: dict, st) -> list[str]:
               "rollouts, before any filter). Trained: the same share in the batch the update trained on, after "
               "DAPO's dynamic-sampling filter and refill (100% by construction there; equal to the sampled share "
               "for objectives without a filter). Empty mask: updates (micro-batch losses) whose covariance mask "
-              "selects no token (Clip-Cov, KL-Cov; – for objectives without a mask, or logs from before the flag "
-              "was logged).", "",
+              "selects no token (Clip-Cov; – for objectives without a mask, or logs from before the flag was "
+              "logged). KL-Cov's mask is never empty by construction (it selects k = max(1, ratio x tokens) "
+              "tokens of every update), so its cells say so rather than show a measured 0.", "",
               "| Run | steps in window | sampled, window | sampled, run | trained (after filter), window "
               "| trained (after filter), run | empty mask, window | empty mask, run |",
               "|---|---|---|---|---|---|---|---|"]
         for key, w in windows.items():
+            fixed = key.split("/", 1)[-1] == "kl_cov"   # k >= 1 selected tokens per update: never empty
+            empty = ["0 by construction" if fixed else _p(w[f"empty_mask_share_{s}"]) for s in ("window", "run")]
             L.append(f"| {key} | {w['steps_in_window']} | {_p(w['nonzero_var_share_window'])} | "
                      f"{_p(w['nonzero_var_share_run'])} | {_p(w.get('nonzero_var_trained_share_window'))} | "
-                     f"{_p(w.get('nonzero_var_trained_share_run'))} | {_p(w['empty_mask_share_window'])} | "
-                     f"{_p(w['empty_mask_share_run'])} |")
+                     f"{_p(w.get('nonzero_var_trained_share_run'))} | {empty[0]} | {empty[1]} |")
     L += ["", "## Process-validity judge calibration (supplement §12; `summary.json` → `judge_calibration`)", ""]
     jc = res.get("judge_calibration")
     if jc:

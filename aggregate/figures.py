@@ -12,7 +12,7 @@ from aggregate.settings import AggregateSettings
 from rcea.config import BASE_METHOD
 from rcea.store import atomic_write
 
-from aggregate.figstyle import (_finite, dodge_note, dodge_traces, percent_axis, percent_limits, place_labels,
+from aggregate.figstyle import (_finite, dodge_note, dodge_traces, percent_axis, place_labels,
                                 progress_axis, style)
 
 
@@ -47,7 +47,7 @@ def smoothing_window(n_points: int, window: int) -> int:
 
 def _positions(series: dict[str, tuple[np.ndarray, np.ndarray]], window: int = 1) -> tuple[float, dict]:
     """The end of the progress axis over `series`, and the x each point is drawn at: coinciding points set side
-    by side (`dodge_traces`) when every trace is drawn as measured (none long enough for a CMA(`window`))."""
+    by side (`dodge_traces`) when every trace is drawn as measured (none long enough for a centred moving average of `window` points)."""
     xmax = max([float(x.max()) for x, _ in series.values() if x.size] or [1.0])
     if all(smoothing_window(len(y), window) == 1 for _, y in series.values()):
         return xmax, dodge_traces(series, xmax)
@@ -55,7 +55,7 @@ def _positions(series: dict[str, tuple[np.ndarray, np.ndarray]], window: int = 1
 
 
 def _trace_line(ax, x, y, window: int, **kw):
-    """Raw points, plus their CMA line when the trace is long enough (else the points joined as measured)."""
+    """Raw points, plus their centred-moving-average line when the trace is long enough (else the points joined as measured)."""
     from aggregate.evals import centered_moving_average
 
     w = smoothing_window(len(y), window)
@@ -72,7 +72,8 @@ def _smoothing_note(windows: set[int]) -> str:
     used = sorted(w for w in windows if w > 1)
     if not used:
         return "points as measured: too few to smooth"
-    return f"dots raw, line CMA({used[0]})" + ("" if 1 not in windows else "; short traces unsmoothed")
+    return (f"dots: as measured; line: centred moving average of {used[0]} points" +
+            ("" if 1 not in windows else "; short traces unsmoothed"))
 
 
 def draw_traces(res: dict, st: AggregateSettings):
@@ -174,35 +175,47 @@ def draw_ratios(res: dict, st: AggregateSettings):
 
 
 def draw_covfit(res: dict, st: AggregateSettings):
-    """Observed vs predicted entropy change per transition, identity line, failed runs hollow."""
-    from aggregate.tables import scale_name
+    """Observed vs predicted entropy change per transition, one colour and marker per run (legend: method and
+    scale), failed runs hollow, the identity line and the fit over the nonfailed runs."""
+    from aggregate.pipeline import method_rank
+    from aggregate.tables import method_name, scale_name
 
     tr = res.get("transitions", [])
     if not tr:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    for i, sc in enumerate(sorted({t["scale"] for t in tr})):
-        for excl in (False, True):
-            pts = [(t["predicted"], t["observed"]) for t in tr if t["scale"] == sc and t["excluded"] == excl]
-            if pts:
-                p = np.array(pts)
-                label = f"{scale_name(sc)}" + (" (failed run, excluded from the fit)" if excl else "")
-                ax.scatter(p[:, 0], p[:, 1], label=label, facecolors="none" if excl else f"C{i}",
-                           edgecolors=f"C{i}")
+    fig, ax = plt.subplots(figsize=(8.4, 4.6))
+    scales = sorted({t["scale"] for t in tr})
+    runs = sorted({(t["scale"], t["method"]) for t in tr}, key=lambda k: (k[0], method_rank(k[1])))
+    for sc, m in runs:
+        pts = np.array([(t["predicted"], t["observed"]) for t in tr if (t["scale"], t["method"]) == (sc, m)])
+        excl = any(t["excluded"] for t in tr if (t["scale"], t["method"]) == (sc, m))
+        sty = style(m)
+        marker = sty["marker"] if len(scales) == 1 else ("o", "s", "^", "D")[scales.index(sc) % 4]
+        label = f"{method_name(m)}-{scale_name(sc)} ({len(pts)})" + (": failed run, excluded from the fit" if excl else "")
+        ax.scatter(pts[:, 0], pts[:, 1], s=30, marker=marker, label=label, edgecolors=sty["color"],
+                   facecolors="none" if excl else sty["color"], alpha=0.85, zorder=3)
     allv = np.array([[t["predicted"], t["observed"]] for t in tr])
     lo, hi = float(allv.min()), float(allv.max())
-    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="identity")
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="identity (observed = predicted)")
     f = res.get("covariance_fit", {}).get("all_nonfailed", {})
     if _finite(f.get("slope")):
         ax.plot([lo, hi], [f["intercept"] + f["slope"] * lo, f["intercept"] + f["slope"] * hi], "r-", lw=1,
-                label=f"OLS fit: slope {f['slope']:.3f}, r {f['pearson']:.3f}" + (f", n = {f['n']}" if "n" in f else ""))
-    ax.set(xlabel="predicted ΔH (covariance, Eq. 10)", ylabel="observed ΔH", title="Exact covariance fit")
+                label=f"least-squares fit: slope {f['slope']:.3f}, Pearson r {f['pearson']:.3f}"
+                      + (f", n = {f['n']}" if "n" in f else ""))
+    ax.set(xlabel="predicted entropy change (nats; covariance, Eq. 10)", ylabel="observed entropy change (nats)",
+           title="Exact covariance fit: one point per adjacent-checkpoint transition")
+    ax.title.set_fontsize(9)
+    pad = 0.06 * max(hi - lo, 1e-12)
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_ylim(lo - pad, hi + pad)
     from matplotlib.ticker import MaxNLocator
 
     for axis in (ax.xaxis, ax.yaxis):  # at most 6 ticks: long labels such as -0.025 must not run together
         axis.set_major_locator(MaxNLocator(nbins=5))
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
+              title="run (transitions)", title_fontsize=7)
+    fig.tight_layout()
     return fig
 
 
@@ -217,9 +230,18 @@ def passk_axis_label(res: dict, st: AggregateSettings) -> str:
     return f"{' + '.join(BENCH_NAMES.get(b, b) for b in benches)} pass@{st.pass_k} (%)"
 
 
+def padded_limits(values: list[float], margin: float = 0.12, min_span: float = 4.0) -> tuple[float, float]:
+    """Axis limits holding every value with `margin` of their span (at least `min_span`) on each side: a point
+    at 100% or above it (retention can exceed 100%) is drawn whole, inside the frame, never on its edge."""
+    lo, hi = min(values), max(values)
+    pad = margin * max(hi - lo, min_span)
+    return lo - pad, hi + pad
+
+
 def draw_retention(res: dict, st: AggregateSettings):
     """Mode retention (%) against pass@k (%) per trained nonfailed run of the paper's objectives, one colour
-    per scale; the base policy's retention (100% by construction) as a reference line."""
+    per scale, every point labelled; the base policy's retention (100% by construction) as a reference line.
+    The legend says which runs n counts (failed runs and extensions are left out of the correlation)."""
     from aggregate.tables import method_name, scale_name
 
     key = f"pass_at_{st.pass_k}"
@@ -227,18 +249,19 @@ def draw_retention(res: dict, st: AggregateSettings):
             and not r.get("extension") and _finite(r.get("mode_retention")) and _finite(r.get(key))]
     if not runs:
         return None
+    left = [r for r in res.get("runs", []) if r["method"] != BASE_METHOD and (r.get("failed") or r.get("extension"))]
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    ax.axhline(100.0, color="grey", ls=":", lw=1, label="Base (100% by construction)")
+    fig, ax = plt.subplots(figsize=(6.0, 4.8))
+    ax.axhline(100.0, color="grey", ls=":", lw=1.2, label="Base policy: 100% by construction", zorder=1)
     xs, ys, texts = [], [], []
     for i, sc in enumerate(sorted({r["scale"] for r in runs})):
         sub = [r for r in runs if r["scale"] == sc]
         c = res.get("correlations", {}).get(sc, {})
         rho = c.get("spearman")
-        lab = f"{scale_name(sc)}: " + (f"ρ_s = {rho:.2f}, n = {c.get('n', len(sub))}" if _finite(rho)
-                                       else f"ρ_s undefined:\n{c.get('undefined') or 'too few runs'}")
+        lab = f"{scale_name(sc)}: " + (f"Spearman ρ = {rho:.2f}, n = {c.get('n', len(sub))} runs" if _finite(rho)
+                                       else f"Spearman ρ undefined:\n{c.get('undefined') or 'too few runs'}")
         ax.scatter([r[key] for r in sub], [r["mode_retention"] for r in sub], label=lab, s=49, zorder=3,
-                   color=f"C{i}", clip_on=False)
+                   color=f"C{i}")
         at: dict[tuple[float, float], list[str]] = {}   # runs at one point share one label
         for r in sub:
             at.setdefault((r[key], r["mode_retention"]), []).append(method_name(r["method"]))
@@ -247,18 +270,26 @@ def draw_retention(res: dict, st: AggregateSettings):
             ys.append(y)
             texts.append(", ".join(names) if len(names) <= 2 else
                          f"{len(names)} runs:\n" + "\n".join(", ".join(names[k:k + 3]) for k in range(0, len(names), 3)))
-    percent_limits(ax, xs, "x")
-    percent_limits(ax, ys, "y")
+    if left:
+        ax.plot([], [], ls="none", label="n: the paper's objectives; left out: "
+                + ", ".join(f"{method_name(r['method'])}-{scale_name(r['scale'])} "
+                            f"({'failed run' if r.get('failed') else 'extension'})" for r in left))
+    ax.set_xlim(*padded_limits(xs))
+    ax.set_ylim(*padded_limits(ys + [100.0]))
     ax.set(xlabel=passk_axis_label(res, st), ylabel="mode retention (%)",
            title=f"Mode retention vs pass@{st.pass_k}")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), borderaxespad=0, ncol=1)
+    fig.tight_layout()   # before the labels: they are placed against the final geometry
     place_labels(ax, xs, ys, texts)
     return fig
 
 
 def draw_training_entropy(res: dict, st: AggregateSettings):
-    """Training token entropy (steps.jsonl) over the whole epoch per run, raw and CMA-smoothed (visual only);
-    a failed run's onset marked (Table A3: complete trace, failure marked)."""
+    """Training token entropy (steps.jsonl) over the whole epoch as small multiples: one panel per run (rows per
+    scale), each over the base policy's entropy (the first logged step: its rollouts come from the base policy,
+    before any update) and, in light grey, the other runs of its scale for comparison. Raw per-step values thin,
+    their centred moving average thick (visual only; the window is in the figure's caption line); a failed
+    run's onset marked. Every panel shares the progress and entropy axes."""
     from aggregate.evals import centered_moving_average
     from aggregate.pipeline import method_rank
     from aggregate.tables import method_name, scale_name
@@ -268,36 +299,67 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
     scales = sorted({sc for (sc, _), _ in runs})
     if not scales:
         return None
+    per = {sc: sorted(((m, tr) for (s, m), tr in runs if s == sc), key=lambda x: method_rank(x[0])) for sc in scales}
+    ncols = min(4, max(len(v) for v in per.values()))
+    rows_of = {sc: -(-len(per[sc]) // ncols) for sc in scales}
     plt = _plt()
-    fig, axes = plt.subplots(1, len(scales), figsize=(6.5 * len(scales), 3.8), squeeze=False)
-    for j, sc in enumerate(scales):
-        ax = axes[0, j]
-        windows = set()
-        series, spe = {}, {}
-        for (s, m), tr in sorted(((r, tr) for r, tr in runs if r[0] == sc), key=lambda x: method_rank(x[0][1])):
-            pts = [(st_, e) for st_, e in zip(tr["step"], tr["entropy"]) if _finite(e)]
-            series[m] = (np.array([p[0] for p in pts]) / tr["steps_per_epoch"], np.array([p[1] for p in pts]))
-            spe[m] = tr["steps_per_epoch"]
-        xmax, dodged = _positions(series, st.smoothing_window)
-        for m, (x, y) in series.items():
+    nrows = sum(rows_of.values())
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.5 * nrows + 0.9), squeeze=False, sharex=True,
+                             sharey=True)
+    windows, row0, xmax = set(), 0, 1.0
+    for sc in scales:
+        series = {}
+        for m, tr in per[sc]:
+            pts = [(s, e) for s, e in zip(tr["step"], tr["entropy"]) if _finite(e)]
+            series[m] = (np.array([q[0] for q in pts]) / tr["steps_per_epoch"], np.array([q[1] for q in pts]),
+                         tr["steps_per_epoch"])
+        smooth = {m: (x, centered_moving_average(y, smoothing_window(len(y), st.smoothing_window))
+                      if smoothing_window(len(y), st.smoothing_window) > 1 else y) for m, (x, y, _) in series.items()}
+        for k, (m, (x, y, spe)) in enumerate(series.items()):
+            ax = axes[row0 + k // ncols, k % ncols]
+            sty = style(m)
+            for other, (ox, oy) in smooth.items():
+                if other != m:
+                    ax.plot(ox, oy, color="0.82", lw=0.8, zorder=1)
+            ax.axhline(y[0], color="grey", ls=":", lw=1, zorder=2)
             w = smoothing_window(len(y), st.smoothing_window)
             windows.add(w)
-            sty = style(m)
-            if w > 1:   # long traces: thin raw line, thick smoothed line (markers would hide the trace)
-                ax.plot(x, y, color=sty["color"], alpha=0.25, lw=0.6)
-                ax.plot(x, centered_moving_average(y, w), color=sty["color"], ls=sty["ls"], label=method_name(m))
-            else:       # as measured: every point marked
-                ax.plot(dodged[m], y, ms=5, mfc="none", label=method_name(m), **sty)
+            if w > 1:
+                ax.plot(x, y, color=sty["color"], alpha=0.35, lw=0.6, zorder=3)
+                ax.plot(x, smooth[m][1], color=sty["color"], lw=1.8, zorder=4)
+            else:
+                ax.plot(x, y, color=sty["color"], marker=sty["marker"], ms=4, mfc="none", lw=1.2, zorder=4)
             fd = res.get("failure_detector", {}).get(f"{sc}/{m}", {})
             if fd.get("fired"):
-                ax.axvline(fd["onset_step"] / spe[m], color=sty["color"], ls="--", lw=1)
-        progress_axis(ax, xmax)   # from 0, as fig_traces (the base policy is step 0; the first logged step is 1)
-        note = _smoothing_note(windows).replace("dots raw, line", "thin: raw, thick:") \
-            + dodge_note(series, dodged, inline=True)
-        ax.set(title=f"{scale_name(sc)}: training entropy (steps.jsonl)\n({note})", xlabel="normalised progress",
-               ylabel="mean token entropy (nats)")
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
+                ax.axvline(fd["onset_step"] / spe, color="k", ls="--", lw=1)
+            ax.set_title(f"{method_name(m)}-{scale_name(sc)}" + (" (failed run)" if fd.get("fired") else ""),
+                         fontsize=9, color=sty["color"])
+            xmax = max(xmax, float(x.max()) if x.size else 1.0)
+        for k in range(len(series), rows_of[sc] * ncols):
+            axes[row0 + k // ncols, k % ncols].set_visible(False)
+        row0 += rows_of[sc]
+    progress_axis(axes[0, 0], xmax)   # shared by every panel: from 0, as fig_traces
+    allv = [v for (sc_m, tr) in runs for v in tr["entropy"] if _finite(v)]
+    axes[0, 0].set_ylim(*padded_limits(allv, margin=0.08, min_span=1e-3))
+    for ax in axes[:, 0]:
+        ax.set_ylabel("token entropy (nats)", fontsize=8)
+    for ax in axes[-1, :]:
+        ax.set_xlabel("normalised progress (epochs)", fontsize=8)
+    used = sorted(w for w in windows if w > 1)
+    how = (f"thin: each logged step; thick: centred moving average over {used[0]} logged steps (visual only)"
+           if used else "points as logged (too few to smooth)")
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color="0.3", lw=0.6, alpha=0.6, label="each logged step"),
+               Line2D([], [], color="0.3", lw=1.8, label=f"centred moving average ({used[0]} steps)" if used
+                      else "as logged"),
+               Line2D([], [], color="grey", ls=":", label="base policy (first logged step's rollouts)"),
+               Line2D([], [], color="0.82", label="the other runs (moving average)")]
+    if any(v.get("fired") for v in res.get("failure_detector", {}).values()):
+        handles.append(Line2D([], [], color="k", ls="--", label="failure onset"))
+    fig.suptitle(f"Training token entropy per run (steps.jsonl)\n{how}", fontsize=9)
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
 

@@ -123,6 +123,14 @@ def departure_lines(res: dict, st: AggregateSettings) -> list[str]:
         L += ["", "Settings without a paper value (R, C) that this scale also changes:", "",
               "| Setting | Tag | At 3B | Here | Scales |", "|---|---|---|---|---|"]
         L += [f"| `{k}` | {t} | {p} | {h} | {s} |" for k, t, p, h, s in other]
+    partial = sorted({k.split("/", 1)[0] for k, tr in (res.get("training_traces") or {}).items()
+                      if not tr.get("epoch_known", True)})
+    if partial:
+        L += ["", f"- Training-entropy traces ({', '.join(partial)}; Table A3, Figure 3): this scale sets no epoch "
+              "length (`aggregate.steps_per_epoch` names only the paper's scales), and its runs stop at "
+              "`train.max_steps`, before one pass over `data.draw_size` questions. Their traces end at the run's "
+              "last step, and their progress axis is the fraction of the run, not of an epoch: not the paper's "
+              "complete one-epoch trace."]
     return L
 
 

@@ -92,14 +92,21 @@ def tableA3(res: dict, st: AggregateSettings) -> Table:
         got = [traces[k] for k in (f"{r['scale']}/{r['method']}" for r in runs) if k in traces and traces[k]["step"]]
         if not got:
             return DASH
+        if not all(tr.get("epoch_known", True) for tr in got):   # the epoch is the last step: complete by fiat
+            return ("Trace to the last logged step (this scale sets no epoch length: the run ends at its "
+                    "`train.max_steps`, not after one epoch)")
         done = all(tr["step"][-1] >= tr["steps_per_epoch"] for tr in got)
         return "Complete one-epoch trace" if done else "Trace to the last logged step (incomplete epoch)"
 
-    used = [x for x in res.get("transitions", []) + res.get("extension_transitions", []) if not x["excluded"]]
+    # the fit's transitions: the paper's objectives only, as Table A7 (extension runs are fitted on their own)
+    used = [x for x in res.get("transitions", []) if not x["excluded"]]
+    ext = [x for x in res.get("extension_transitions", []) if not x["excluded"]]
+    fit = (f"{len(used)} adjacent transitions" + (f" (and {len(ext)} of extension runs, fitted apart)" if ext else "")
+           if used or ext else DASH)
     t.rows = [["Training-entropy trace", trace(ok)], ["Main benchmark table", f"Final checkpoint: step "
               f"{_steps_of(ok, 'table1_step')}"], ["Broad/paired reward ratios", "Final diagnostic checkpoint: step "
-              f"{_steps_of(ok, 'probe_step')}"], ["Exact covariance fit", f"{len(used)} adjacent transitions"
-              if used else DASH], ["Reward-stratified q99 table", f"Final endpoint proxy: step {_steps_of(ok, 'q99_step')}"]]
+              f"{_steps_of(ok, 'probe_step')}"], ["Exact covariance fit", fit],
+              ["Reward-stratified q99 table", f"Final endpoint proxy: step {_steps_of(ok, 'q99_step')}"]]
     for r in failed:
         tr = traces.get(f"{r['scale']}/{r['method']}")
         onset = f"; failure marked at step {r['onset_step']:,}" if r.get("onset_step") is not None else ""

@@ -16,7 +16,9 @@ from aggregate.settings import AggregateSettings
 from rcea.config import BASE_METHOD, METHOD_LABELS
 
 METHOD_NAMES = {BASE_METHOD: "Base", **METHOD_LABELS}  # the untrained policy, then the objectives
-BENCH_NAMES = {"aime24": "AIME'24", "aime25": "AIME'25", "math500": "MATH 500", "amc23": "AMC'23", "minerva": "Minerva"}
+BENCH_NAMES = {"aime24": "AIME'24", "aime25": "AIME'25", "math500": "MATH 500", "amc23": "AMC'23", "minerva": "Minerva",
+               # the toy world's held-out sums (rcea/toy.py): `toy`, and `toy_wide` (canonical `toywide`, wider operands)
+               "toy": "Toy sums (held out)", "toywide": "Toy wide sums (held out)"}
 DASH = "–"
 
 

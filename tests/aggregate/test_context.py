@@ -124,7 +124,9 @@ def test_tables_a1_to_a3(study) -> None:
     a3 = (out / "tables" / "tableA3.md").read_text()
     # the paper's layout: one row per artifact, the ordinary reporting point beside it (no run failed here)
     assert "| Main-paper artifact | Ordinary reporting point |" in a3
-    assert "| Training-entropy trace | Complete one-epoch trace |" in a3
+    # tiny sets no epoch length: its trace ends where the run ends, said so here and among the departures
+    assert "| Training-entropy trace | Trace to the last logged step (this scale sets no epoch length" in a3
+    assert "not the paper's complete one-epoch trace" in (out / "report.md").read_text()
     assert "| Reward-stratified q99 table | Final endpoint proxy: step " in a3
     assert (out / "tables" / "tableA3.tex").exists()
 
@@ -145,6 +147,11 @@ def test_table_a3_gives_a_failed_run_its_own_column() -> None:
     assert "| Main benchmark table | Final checkpoint: step 8,000 | Step 2,000 pre-collapse milestone |" in md
     assert "| Exact covariance fit | 4 adjacent transitions | 4 excluded (failed run) |" in md
     assert "| Reward-stratified q99 table | Final endpoint proxy: step 8,000 | Step 8,000 retained as failed diagnostic |" in md
+    # an extension run's transitions are fitted apart (Table A7): the count is the fit's, the extension's beside it
+    ext = [{"scale": "7b", "method": "archer", "excluded": False}] * 2
+    md = tableA3({"runs": runs, "transitions": trans, "extension_transitions": ext, "training_traces": traces},
+                 AggregateSettings()).markdown()
+    assert "| Exact covariance fit | 4 adjacent transitions (and 2 of extension runs, fitted apart) |" in md
 
 
 def test_a_bare_dataset_folder_says_what_it_lacks(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ drawn as a reference, the pass@k axis naming what was measured, labels clear of 
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -81,7 +82,7 @@ def test_a_long_trace_is_smoothed_with_the_configured_window():
     assert list(_lines(greedy_ax)["GRPO"].get_ydata()) == pytest.approx(_hand_cma(raw, 5))
     dots = [ln for ln in greedy_ax.get_lines() if ln.get_linestyle() == "None"]
     assert any(list(d.get_ydata()) == pytest.approx(raw) for d in dots), "the raw points are drawn too"
-    assert "CMA(5)" in greedy_ax.get_title()
+    assert "centred moving average of 5 points" in greedy_ax.get_title()
     figures._plt().close(fig)
 
 
@@ -90,7 +91,8 @@ def tables() -> dict[str, pa.Table]:
     return synth.generate(synth.tiny_spec(seed=3, n_questions=6, k=12, methods=("grpo", "dapo")))
 
 
-@pytest.mark.parametrize("column,label", [("toy", "toy pass@4 (%)"), (None, "MATH 500 pass@4 (%)")])
+@pytest.mark.parametrize("column,label", [("toy", "Toy sums (held out) pass@4 (%)"), ("toy_wide", "Toy wide sums (held out) pass@4 (%)"),
+                                          (None, "MATH 500 pass@4 (%)")])
 def test_the_passk_axis_names_the_benchmark_the_table_measured(tables, column, label):
     """Through the pipeline: the passk table's own `benchmark` column names the axis (the toy world's is
     `toy`); a table without the column falls back to the configured benchmark (MATH500)."""
@@ -99,7 +101,7 @@ def test_the_passk_axis_names_the_benchmark_the_table_measured(tables, column, l
         t["passk"] = t["passk"].append_column("benchmark", pa.array([column] * t["passk"].num_rows))
     st = ST.replace(passk_benchmark="math500")
     res = run_aggregation(from_tables(t), st)
-    assert {b for b, v in res["eval_inventory"].items() if "passk" in v} == {"toy" if column else "math500"}
+    assert {b for b, v in res["eval_inventory"].items() if "passk" in v} == {column.replace("_", "") if column else "math500"}
     fig = figures.draw_retention(res, st)
     assert fig is not None and fig.axes[0].get_xlabel() == label
     figures._plt().close(fig)
@@ -162,24 +164,128 @@ def test_series_that_coincide_are_all_visible():
     figures._plt().close(fig)
 
 
-def test_training_entropy_marks_its_points_and_shares_the_progress_axis_of_the_traces():
-    """Issue 31: six objectives coincided without markers though the title said 'points as measured', and the x
-    axis started at 0.25 where fig_traces starts at 0 under the same label."""
+def test_training_entropy_is_one_panel_per_run_over_the_base_sharing_the_progress_axis_of_the_traces():
+    """Issue 40: seven smoothed lines overlapped, "CMA(5)" unexplained. Small multiples: one visible panel per
+    run named in its title, each with its run's points marked, the base policy's reference (the first logged
+    step) and the other runs in grey; one progress axis from before 0, as fig_traces."""
     tr = {"step": [1, 2, 3, 4], "entropy": [0.167, 0.167, 0.143, 0.142], "steps_per_epoch": 4}
     res = {"training_traces": {f"tiny/{m}": dict(tr) for m in ("grpo", "dapo", "gtpo")},
            **_traces_res([2, 4], {"grpo": [0.6, 0.7]}, base_acc=0.5)}
     fig = figures.draw_training_entropy(res, ST)
-    ax = fig.axes[0]
-    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
-    assert "points as measured" in ax.get_title()
-    assert all(ln.get_marker() not in (None, "None", "") for ln in lines)
-    assert len({ln.get_marker() for ln in lines}) == 3
-    assert len({tuple(np.round(ln.get_xdata(), 9)) for ln in lines}) == 3   # set side by side: all three show
+    panels = [a for a in fig.axes if a.get_visible()]
+    assert [a.get_title() for a in panels] == ["GRPO-tiny", "DAPO-tiny", "GTPO-tiny"]
+    for ax in panels:
+        coloured = [ln for ln in ax.get_lines() if ln.get_color() not in ("0.82", "grey")]
+        assert len(coloured) == 1 and coloured[0].get_marker() not in (None, "None", "")   # as measured: marked
+        base = [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]
+        assert len(base) == 1 and list(base[0].get_ydata()) == pytest.approx([0.167, 0.167])
+        assert len([ln for ln in ax.get_lines() if ln.get_color() == "0.82"]) == 2   # the other two runs
+    assert "too few to smooth" in fig._suptitle.get_text()
     traces = figures.draw_traces(res, ST)
-    assert ax.get_xlim() == pytest.approx(traces.axes[1].get_xlim())   # one progress axis, from before 0
-    assert ax.get_xlim()[0] < 0
+    assert panels[0].get_xlim() == pytest.approx(traces.axes[1].get_xlim())   # one progress axis, from before 0
+    assert panels[0].get_xlim()[0] < 0
     figures._plt().close(fig)
     figures._plt().close(traces)
+
+
+def _long_traces(methods, n=60) -> dict:
+    rng = np.random.default_rng(1)
+    return {f"tiny/{m}": {"steps_per_epoch": n, "step": list(range(1, n + 1)),
+                          "entropy": list(0.2 * np.exp(-np.arange(n) / (10 + 5 * i)) + rng.normal(0, 0.005, n))}
+            for i, m in enumerate(methods)}
+
+
+# Abbreviations a figure may print: the objectives' and benchmarks' own names, units and the paper's symbols.
+ALLOWED = {"GRPO", "DAPO", "KL", "EP", "GTPO", "MATH", "AIME", "AMC", "Eq", "ρ", "n"}
+
+
+def _texts(fig) -> list[str]:
+    out = [fig._suptitle.get_text()] if fig._suptitle else []
+    for ax in fig.axes:
+        out += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        if ax.get_legend():
+            out += [t.get_text() for t in ax.get_legend().get_texts()]
+    for leg in fig.legends:
+        out += [t.get_text() for t in leg.get_texts()]
+    return [s for s in out if s]
+
+
+def _unexplained(texts: list[str]) -> set[str]:
+    words = {w for s in texts for w in re.findall(r"\b[A-Z]{2,}\b", s)}
+    return words - ALLOWED
+
+
+def test_long_training_traces_explain_their_smoothing_and_every_line_has_a_name():
+    methods = ("grpo", "dapo", "clip_cov", "kl_cov", "ep_grpo", "gtpo", "archer")
+    fig = figures.draw_training_entropy({"training_traces": _long_traces(methods)}, ST)
+    panels = [a for a in fig.axes if a.get_visible()]
+    assert len(panels) == 7 and len(fig.axes) == 8   # 2 rows of 4, the eighth hidden
+    sup = fig._suptitle.get_text()
+    assert "centred moving average over 5 logged steps" in sup and "CMA" not in " ".join(_texts(fig))
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any("each logged step" in s for s in labels) and any("moving average (5 steps)" in s for s in labels)
+    assert any("base policy" in s for s in labels) and any("other runs" in s for s in labels)
+    for ax in panels:   # every point of every panel inside the shared limits, with margin
+        lo, hi = ax.get_ylim()
+        ys = np.concatenate([ln.get_ydata() for ln in ax.get_lines()])
+        assert lo < ys.min() and ys.max() < hi
+    assert not _unexplained(_texts(fig)), _unexplained(_texts(fig))
+    figures._plt().close(fig)
+
+
+def test_retention_every_point_and_the_base_line_are_inside_the_frame_and_labelled():
+    """Issue 40: GRPO's 100.2% was cut in half by the top edge and unlabelled, the base line lay under the edge,
+    n = 6 was unexplained (Archer left out), the axis said "toywide"."""
+    pts = {"grpo": (96.9, 100.2), "dapo": (93.8, 97.0), "clip_cov": (96.9, 98.5), "kl_cov": (90.6, 99.1),
+           "ep_grpo": (93.8, 96.2), "gtpo": (87.5, 95.0), "archer": (93.8, 99.0)}
+    runs = [{"scale": "tiny", "method": m, "failed": False, "extension": m == "archer", "pass_at_4": x,
+             "mode_retention": y} for m, (x, y) in pts.items()]
+    res = {"runs": runs, "correlations": {"tiny": {"spearman": 0.41, "n": 6}}, "eval_inventory": {"toywide": {"passk": 32}}}
+    fig = figures.draw_retention(res, ST)
+    ax = fig.axes[0]
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for m, (x, y) in pts.items():
+        if m != "archer":
+            assert x0 + 0.3 < x < x1 - 0.3 and y0 + 0.3 < y < y1 - 0.3, m   # whole markers, with margin
+    assert y0 + 0.3 < 100 < y1 - 0.3   # the base line is visible, off the frame
+    assert sorted(t.get_text() for t in ax.texts) == sorted(tables_name(m) for m in pts if m != "archer")
+    legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    assert "n = 6 runs" in legend and "Archer-tiny (extension)" in legend and "Base policy: 100%" in legend
+    assert ax.get_xlabel() == "Toy wide sums (held out) pass@4 (%)"
+    assert not _unexplained(_texts(fig))
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    for t in ax.texts:   # every label inside the axes
+        b = t.get_window_extent()
+        assert frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
+    figures._plt().close(fig)
+
+
+def tables_name(m: str) -> str:
+    return method_name(m)
+
+
+def test_covariance_points_are_traced_to_their_run():
+    """Issue 40: the fit's points could not be traced to a run. One legend entry per run (method, scale and its
+    transitions), its own colour and marker; a failed run hollow; every point inside the limits with margin."""
+    rng = np.random.default_rng(0)
+    trans = [{"scale": "tiny", "method": m, "predicted": float(p), "observed": float(0.9 * p),
+              "excluded": m == "clip_cov"} for m in ("grpo", "dapo", "clip_cov") for p in rng.normal(0, 0.01, 2)]
+    res = {"transitions": trans, "covariance_fit": {"all_nonfailed": {"slope": 0.9, "intercept": 0.0, "pearson": 1.0,
+                                                                      "n": 4}}}
+    fig = figures.draw_covfit(res, ST)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:3] == ["GRPO-tiny (2)", "DAPO-tiny (2)", "Clip-Cov-tiny (2): failed run, excluded from the fit"]
+    cols = ax.collections
+    assert len(cols) == 3 and len({tuple(np.round(c.get_edgecolor()[0], 3)) for c in cols}) == 3
+    assert len(cols[2].get_facecolor()) == 0 or cols[2].get_facecolor()[0][3] == 0   # hollow
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for tr in trans:
+        assert x0 < tr["predicted"] < x1 and y0 < tr["observed"] < y1
+    assert all(not ln.get_label().startswith("_") for ln in ax.get_lines())   # every line named
+    assert not _unexplained(_texts(fig))
+    figures._plt().close(fig)
 
 
 def test_retention_runs_at_one_point_share_a_label_within_0_100_and_an_undefined_rho_says_why():
@@ -197,8 +303,8 @@ def test_retention_runs_at_one_point_share_a_label_within_0_100_and_an_undefined
     fig = figures.draw_retention(res, ST)
     ax = fig.axes[0]
     assert len(ax.texts) == 1 and all(method_name(m) in ax.texts[0].get_text() for m in methods)
-    for lo, hi in (ax.get_xlim(), ax.get_ylim()):
-        assert 0 <= lo < 100 and hi == 100
+    for lo, hi in (ax.get_xlim(), ax.get_ylim()):   # the shared point is inside the frame, not on its edge
+        assert lo < 100 < hi and hi - 100 >= 0.4
     assert ax.get_title() == "Mode retention vs pass@4" and "pass@4" in ax.get_xlabel()
     assert any(why in t.get_text() for t in ax.get_legend().get_texts())
     figures._plt().close(fig)

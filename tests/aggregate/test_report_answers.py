@@ -130,3 +130,18 @@ def test_section_12_counts_from_the_samples_and_the_codebooks(tmp_path):
     assert f"| verifier-accepted trajectories | {got['verifier_accepted']:,} | 118,435 |" in text
     assert "| initial modes per question | 1 to 4 | 1 to 8 |" in text and "| median initial modes per question | 2 | 2 |" in text
     assert initial_modes(tmp_path / "none") is None
+
+
+def test_kl_cov_empty_mask_is_said_to_be_zero_by_construction():
+    """KL-Cov selects k = max(1, ...) tokens per update: its empty-mask share is not a measurement; Clip-Cov's
+    is, and stays a percentage."""
+    from aggregate.context import report_lines
+    from aggregate.settings import AggregateSettings
+
+    w = {"steps_in_window": 10, "nonzero_var_share_window": 0.5, "nonzero_var_share_run": 0.5,
+         "empty_mask_share_window": 0.0, "empty_mask_share_run": 0.0}
+    res = {"training_traces": {}, "unavailable": {"training_traces": "none"},
+           "failure_window": {"tiny/kl_cov": dict(w), "tiny/clip_cov": dict(w, empty_mask_share_window=0.25)}}
+    text = "\n".join(report_lines(res, AggregateSettings()))
+    assert "| tiny/kl_cov | 10 | 50.0% | 50.0% | – | – | 0 by construction | 0 by construction |" in text
+    assert "| tiny/clip_cov | 10 | 50.0% | 50.0% | – | – | 25.0% | 0.0% |" in text
