@@ -140,6 +140,8 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
             out = super()._generate_and_score_completions(inputs)
         finally:
             self._capture_entropy = False
+        correct_trl_clipped(self._metrics["train" if self.model.training else "eval"],
+                            *self._stop_truncated(out["completion_ids"], out["completion_mask"]))
         if self._captured is not None and "old_per_token_logps" in out:
             out["rcea_old_entropy"] = self._captured[1]
         out["rcea_rewards"] = self._last_rewards
@@ -267,15 +269,19 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
         m[GAP_MAX].append(float(gap.max()) if gap.numel() else 0.0)
 
     def _log_rollout_metrics(self, out: dict, mask: torch.Tensor, mode: str) -> None:
-        lengths = mask.sum(-1)
         ids = out["completion_ids"]
-        last = ids.gather(1, (lengths.long() - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-        truncated = ~torch.isin(last, torch.tensor(self.stop_ids, device=last.device)) & (lengths > 0)
+        lengths, truncated = self._stop_truncated(ids, mask)
         texts = self.processing_class.batch_decode(ids, skip_special_tokens=True)
         m = self._metrics[mode]
         m["response_length"].append(float(lengths.mean()))
         m["truncation_rate"].append(float(truncated.float().mean()))
         m["boxed_rate"].append(sum("\\boxed{" in t for t in texts) / max(len(texts), 1))
+
+    def _stop_truncated(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Completion lengths (B,) and whether each (B,) bool fails to end at a stop token (data.stop_tokens)."""
+        lengths = mask.sum(-1)
+        last = ids.gather(1, (lengths.long() - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+        return lengths, ~torch.isin(last, torch.tensor(self.stop_ids, device=last.device)) & (lengths > 0)
 
     # ---- loss side (per micro-batch) --------------------------------------------------------------
 
@@ -323,3 +329,19 @@ class ObjectiveGRPOTrainer(GRPOTrainer):
 
 def dump_hashes() -> str:
     return json.dumps(trl_method_hashes(), indent=2)
+
+
+def correct_trl_clipped(m: dict, lengths: torch.Tensor, truncated: torch.Tensor) -> None:
+    """TRL 0.29.0 logs `completions/clipped_ratio` and the terminated lengths with "terminated" meaning "ends
+    at the tokenizer's EOS or padding", so a completion that stops at <|im_end|> (data.stop_tokens) counts as
+    clipped. This rewrites the values TRL just appended for this rollout with the stop set's meaning: clipped
+    = no stop token at the end, as `truncation_rate` (lengths (B,) tokens, truncated (B,) bool)."""
+    if not m.get("completions/clipped_ratio"):
+        return
+    m["completions/clipped_ratio"][-1] = float(truncated.float().mean())
+    done = lengths[~truncated].float()
+    if done.numel() == 0:  # as TRL: no terminated completion -> zeros
+        done = torch.zeros(1)
+    for key, value in (("mean", done.mean()), ("min", done.min()), ("max", done.max())):
+        if m.get(f"completions/{key}_terminated_length"):
+            m[f"completions/{key}_terminated_length"][-1] = float(value)

@@ -71,6 +71,11 @@ def test_trl_transformers_path_cuts_at_im_end(scripted, tmp_path):
     # a short row is padded with <|endoftext|> (the tokenizer's EOS) in TRL's batch: none of it is kept
     assert sorted(rows) == sorted(_LONG_SHORT(ids)), rows
     assert metrics["truncation_rate"] == 0.0
+    # TRL 0.29.0 itself logs these four with "terminated" = ends at <|endoftext|> or padding: clipped_ratio 1.0
+    # and terminated lengths 0 here; the trainer rewrites them with the stop set's meaning (correct_trl_clipped)
+    assert metrics["completions/clipped_ratio"] == 0.0
+    assert metrics["completions/mean_terminated_length"] == (3 + 2 + 3 + 3) / 4
+    assert (metrics["completions/min_terminated_length"], metrics["completions/max_terminated_length"]) == (2, 3)
 
 
 def test_trl_vllm_path_hands_the_stop_ids_to_sampling_params(scripted, tmp_path, monkeypatch):
@@ -93,6 +98,8 @@ def test_trl_vllm_path_hands_the_stop_ids_to_sampling_params(scripted, tmp_path,
     assert made and all(kw["stop_token_ids"] == [ids["im_end"], ids["endoftext"]] for kw in made)
     assert {tuple(r) for r in rows} <= {tuple(r) for r in _LONG_SHORT(ids)} and len(rows) == 4
     assert metrics["truncation_rate"] == 0.0
+    assert metrics["completions/clipped_ratio"] == 0.0
+    assert metrics["completions/mean_terminated_length"] == sum(map(len, rows)) / 4
 
 
 def test_without_the_stop_set_trl_runs_the_invented_turn_to_the_budget(scripted, tmp_path):
@@ -105,3 +112,4 @@ def test_without_the_stop_set_trl_runs_the_invented_turn_to_the_budget(scripted,
         assert turn in _LONG_SHORT(ids) and len(row) == BUDGET
         assert row[len(turn):] == [ids["im_start"]] + [ids["seven"]] * (BUDGET - len(turn) - 1)
     assert metrics["truncation_rate"] == 1.0
+    assert metrics["completions/clipped_ratio"] == 1.0 and metrics["completions/mean_terminated_length"] == 0.0
