@@ -168,15 +168,12 @@ def ep_grpo(b, alpha=3.0, K=10, w=0.2, c=1.0):
     gate, bucket, sig = {}, {}, {}
     for i in range(B):
         h = d["old_entropy"][i][: lens[i]]
-        hmax, tot = max(h, default=0.0), sum(h)
+        hmax = max(h, default=0.0)
         raw = [1 + alpha * (x / hmax if hmax > 0 else 0.0) for x in h]
         mean = sum(raw) / max(len(raw), 1)
-        cum = 0.0
         for t in range(lens[i]):
-            cum += h[t]
             gate[i, t] = raw[t] / mean
-            p = cum / tot if tot > 0 else 0.0
-            bucket[i, t] = min(int(math.floor(K * p)), K - 1)
+            bucket[i, t] = min(K * t // lens[i], K - 1)   # relative position t / L, in integers
             sig[i, t] = c * (d["old_logp"][i][t] - d["ref_logp"][i][t])
     total = 0.0
     for i in range(B):

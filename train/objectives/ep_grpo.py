@@ -3,7 +3,8 @@
 l = -min(rho Ahat, clip(rho, 0.8, 1.2) Ahat), Ahat_{i,t} = g_{i,t} A_i + w d_i z_{i,t}, SEQ aggregation.
 All from the rollout (old) policy, once per rollout:
   gate        g = (1 + alpha Hn) / mean_t(1 + alpha Hn), Hn = H / max_t H per response (0 if max is 0);
-  progress    p = cumsum_t H / sum_t H, bucket b = min(floor(K p), K - 1);
+  position    bucket b = min(floor(K t / L), K - 1), t = 0..L-1 the token's index in its response of L tokens
+              (the paper's "10 relative-position buckets", §11);
   process     s = c (logp_old - logp_ref), ref = base model (adapter disabled);
   normalised  z = (s - mean_{g,b}) / (popstd_{g,b} + 1e-4) over valid tokens of group g in bucket b,
               0 in cells with fewer than 2 tokens;
@@ -43,12 +44,12 @@ def entropy_gate(h: torch.Tensor, mask: torch.Tensor, alpha: float) -> torch.Ten
     return raw / mean.clamp(min=1e-30) * mask
 
 
-def progress_buckets(h: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
-    """b (B, T) long: relative position by cumulative entropy."""
-    hm = (h * mask).double()
-    total = hm.sum(-1, keepdim=True)
-    p = torch.where(total > 0, hm.cumsum(-1) / total.clamp(min=1e-300), torch.zeros_like(hm))
-    return torch.clamp(torch.floor(k * p), max=k - 1).long()
+def progress_buckets(mask: torch.Tensor, k: int) -> torch.Tensor:
+    """b (B, T) long: the relative-position bucket floor(k t / L) of token t (0-based) in a right-padded response
+    of L valid tokens, in integers (no rounding at bucket edges); padding positions get k - 1 (masked anyway)."""
+    length = mask.double().sum(-1, keepdim=True).round().long().clamp(min=1)   # (B, 1)
+    t = torch.arange(mask.size(-1), device=mask.device).unsqueeze(0)    # (1, T)
+    return torch.clamp(torch.div(k * t, length, rounding_mode="floor"), max=k - 1)
 
 
 def bucket_zscores(s: torch.Tensor, buckets: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor,
@@ -73,7 +74,7 @@ def prepare(rollout: dict, s: EPGRPOSettings) -> dict:
     out = standard_prepare(rollout, s)
     mask, h = rollout["mask"], rollout["old_entropy"]
     gate = entropy_gate(h, mask, s.gate_coef)
-    buckets = progress_buckets(h, mask, s.num_buckets)
+    buckets = progress_buckets(mask, s.num_buckets)
     signal = s.process_scale * (rollout["old_logp"] - rollout["ref_logp"])
     z = bucket_zscores(signal, buckets, mask, rollout["group_ids"], s.num_buckets, s.z_eps)
     anchor = 2 * rollout["rewards"].float() - 1  # (B,)
