@@ -43,6 +43,24 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; a full disk (a table, a figure: matplotlib's own error included) ends in one line
+    (rcea.diskfull), every output written whole or not at all (rcea.store.atomic_write)."""
+    from rcea.diskfull import guard
+
+    return guard(lambda: _main(argv), folders=lambda: _written(argv))
+
+
+def _written(argv) -> list:
+    from rcea.diskfull import watched
+
+    try:
+        out = parser().parse_known_args(argv)[0].output
+    except SystemExit:
+        out = None
+    return [*watched(), *([out] if out else [])]
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from aggregate import io
     from aggregate.settings import load_settings
@@ -95,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet,
             context=load_context(Path(args.input)))
     except OSError as exc:   # the folder became unwritable, or the disk filled, while it ran
+        from rcea.diskfull import cause
+
+        if cause(exc, [out]):
+            raise   # main's guard says it in its one line: the folder, the space left and needed
         print(f"error: {_cannot_write(out, exc)}", file=sys.stderr)
         return 1
     return 0

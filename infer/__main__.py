@@ -250,6 +250,13 @@ def follow(q, every_s: float, sleep=None) -> int:
 
 
 def main(argv=None) -> int:
+    """The command line; a full disk (a table part, the queue's SQLite) ends in one line (rcea.diskfull)."""
+    from rcea.diskfull import guard
+
+    return guard(lambda: _main(argv))
+
+
+def _main(argv=None) -> int:
     from rcea.config import BASE_METHOD, METHODS, SCALES
 
     from infer.plan import KINDS

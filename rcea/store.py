@@ -64,7 +64,8 @@ def remove_temps(folder: str | Path) -> list[Path]:
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Run `write(tmp)` on a temporary path beside `path`, then `publish` it as `path`; on any error the
-    temporary file is removed and `path` is left as it was. Every artifact of the project goes through here.
+    temporary file is removed and `path` is left as it was (a full disk: rcea.diskfull.DiskFull, naming the folder,
+    the space left and what the write needed). Every artifact of the project goes through here.
     (A kill -9 leaves the temporary file, `is_temp`: readers skip such names, `remove_temps` clears them.)"""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,8 +74,13 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     try:
         write(Path(tmp))
         publish(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
         Path(tmp).unlink(missing_ok=True)
+        from rcea.diskfull import DiskFull, cause, size
+
+        if isinstance(exc, Exception) and not isinstance(exc, DiskFull) and cause(exc, [path.parent]):
+            raise DiskFull(path.parent, f"{path.name} needs more than the {size(written)} written") from exc
         raise
     return path
 

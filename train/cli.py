@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rcea.config import METHODS, SCALES, ConfigError, check_choice, load_config
 
@@ -21,6 +22,31 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """The command line; a full disk (rcea.diskfull) ends in one line naming the folder, the space left and a
+    checkpoint's size (the space the next one needs); the rerun resumes from the newest complete checkpoint."""
+    from rcea.diskfull import guard
+
+    return guard(lambda: _main(argv), needed=lambda: _checkpoint_need(argv))
+
+
+def _checkpoint_need(argv) -> str:
+    from rcea import layout
+    from rcea.diskfull import size
+    from rcea.store import checkpoint_complete
+
+    try:
+        args = parser().parse_known_args(argv)[0]
+    except SystemExit:
+        return ""
+    run = layout.RunFolder(Path(args.output) if args.output else layout.run_dir(args.scale, args.method))
+    done = sorted((d for d in run.checkpoints.glob("checkpoint-*") if checkpoint_complete(d)),
+                  key=lambda d: int(d.name.split("-")[-1]) if d.name.split("-")[-1].isdigit() else -1)
+    if not done:
+        return ""
+    return f"a checkpoint of this run takes {size(sum(p.stat().st_size for p in done[-1].rglob('*') if p.is_file()))}"
+
+
+def _main(argv=None) -> int:
     args = parser().parse_args(argv)
     from rcea.store import DamagedRun
     from train.run import TrainSetupError, run_training

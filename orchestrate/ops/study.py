@@ -250,6 +250,13 @@ def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = 
             for i, stage in enumerate(stages, 1):
                 print(banner(i, stages, time.monotonic() - t0), flush=True)
                 execute(c, stage, log_dir)
+        except Exception as exc:   # a full disk (the ledger's SQLite, a unit that could not write): one line
+            from rcea.diskfull import cause
+
+            full = cause(exc, [ROOT / cmd.host_data(scale), ROOT / cmd.results_dir(scale)])
+            if full is None:
+                raise
+            raise Exit(f"{interrupt.task_name()}: error: {full.args[1]}", code=1) from None
         finally:   # stopped early: the queue closes and no local worker is left running (background.py)
             BACKGROUND.stop()
     return time.monotonic() - t0

@@ -61,3 +61,34 @@ def test_a_truncated_adapter_is_named_with_its_fix_and_the_fix_resumes_to_the_sa
     capsys.readouterr()
     assert adapter.read_bytes() == good   # resumed from checkpoint-1: the same checkpoint-2 again
     assert json.loads((out / "summary.json").read_text())["final_adapter"] == summary["final_adapter"]
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_the_rerun_resumes(tmp_path, capsys, monkeypatch):
+    """Issue 41 item 2: safetensors' own error when the disk fills as checkpoint-2 is saved (on main: three
+    tracebacks); the half-saved checkpoint has no manifest, so nothing partial counts, and the rerun resumes."""
+    import peft.peft_model as pm
+
+    out = tmp_path / "grpo"
+    real, calls = pm.safe_save_file, []
+
+    def save(tensors, path, *a, **k):
+        calls.append(path)
+        if len(calls) == 2:
+            with open(path, "wb") as fh:   # the half written before the disk filled
+                fh.write(b"\0" * 64)
+            raise RuntimeError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "
+                               "\"No space left on device\" })")
+        return real(tensors, path, *a, **k)
+
+    monkeypatch.setattr(pm, "safe_save_file", save)
+    assert main(_cli(out)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: the disk holding ") and "Traceback" not in err
+    size = sum(p.stat().st_size for p in (out / "checkpoints" / "checkpoint-1").rglob("*") if p.is_file())
+    assert " left; a checkpoint of this run takes " in err and "rerun the same command" in err
+    assert f"{size / 1024:.1f} KiB" in err
+    assert not manifest_path(out / "checkpoints" / "checkpoint-2" / TRAINER_STATE).exists()
+    monkeypatch.undo()
+    assert main(_cli(out)) == 0
+    assert "resuming from" in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["final_adapter"].endswith("checkpoint-2")
