@@ -104,7 +104,7 @@ def find_checkpoints(folder: str | Path) -> list[Found]:
 
 
 def _config(d: Path) -> dict:
-    cfg = json.loads((d / "config.json").read_text())
+    cfg = json.loads((d / "config.json").read_text())   # checked whole first (outside_files.check_folders)
     return {k: cfg.get(k) for k in CONFIG_KEYS}
 
 
@@ -156,9 +156,15 @@ def _tokenizer_mismatch(d: Path, base_dir: Path) -> str:
 
 def check_against_base(found: list[Found], base_dir: str | Path) -> None:
     """One clear line (OutsideRunError) for the first checkpoint of another architecture or vocabulary."""
+    from infer.outside_files import check_folders, json_problem
+
     base_dir = Path(base_dir)
     if not (base_dir / "config.json").exists():
         raise OutsideRunError(f"{base_dir}: no config.json; --base must be the base model's folder")
+    if json_problem(base_dir / "config.json"):
+        raise OutsideRunError(f"{base_dir}: {json_problem(base_dir / 'config.json')}; --base must be the base "
+                              "model's folder, whole")
+    check_folders(found, OutsideRunError)   # every file needed whole, no checkpoint still being written
     full = json.loads((base_dir / "config.json").read_text())
     base = {k: full.get(k) for k in CONFIG_KEYS}
     for f in found:
@@ -167,7 +173,10 @@ def check_against_base(found: list[Found], base_dir: str | Path) -> None:
             diff = [f"{k} {theirs[k]!r} vs {base[k]!r}" for k in CONFIG_KEYS if theirs[k] != base[k]]
             why = "; ".join(diff)
         else:
-            why = _adapter_mismatch(f.path, base, full)
+            try:
+                why = _adapter_mismatch(f.path, base, full)
+            except Exception as exc:   # noqa: BLE001 (safetensors' own error type): the file is whole but unreadable
+                why = f"its adapter_model.safetensors cannot be read ({type(exc).__name__}: {str(exc)[:80]})"
         why = why or _tokenizer_mismatch(f.path, base_dir)
         if why:
             raise OutsideRunError(f"checkpoint {f.path} (step {f.step}) is not of the base model {base_dir}: {why}; "
@@ -180,11 +189,32 @@ def table(found: list[Found]) -> str:
     return "\n".join(lines)
 
 
-def import_run(found: list[Found], source: Path, scale: str, name: str, root=None) -> Path:
+def base_record(given: str | Path, loaded: str | Path, differs_ok: bool = False) -> dict:
+    """What the run is measured over: the `--base` given and the scale's base policy the jobs load, each with the
+    SHA-256 of its weights (infer.outside_files.weights_sha256). Weights that differ are refused (one line)
+    unless `differs_ok` (--base-differs), which the record keeps."""
+    from infer.outside_files import weights_sha256
+
+    same = Path(given).resolve() == Path(loaded).resolve()
+    mine = weights_sha256(given)
+    theirs = mine if same else weights_sha256(loaded)
+    rec = {"base": str(given), "base_weights_sha256": mine, "measured_over": str(loaded),
+           "measured_over_weights_sha256": theirs, "base_differs": mine != theirs}
+    if rec["base_differs"] and not differs_ok:
+        raise OutsideRunError(f"--base {given} holds other weights than the scale's base policy {loaded}, which the "
+                              f"measurement jobs load (weights sha256 {mine[:12] or 'none'} vs {theirs[:12] or 'none'}); "
+                              "pass the base this run was trained from as the scale's base (model.name, "
+                              "model.revision), or add --base-differs to measure over the scale's base anyway "
+                              "(recorded with the run)")
+    return rec
+
+
+def import_run(found: list[Found], source: Path, scale: str, name: str, root=None, base: dict | None = None) -> Path:
     """Copy the checkpoints into the store as run `name` (idempotent: a complete checkpoint is kept) and the run's
-    steps.jsonl beside them; returns the run folder."""
+    steps.jsonl beside them, with `base` (base_record) in outside.json and each checkpoint's manifest, which lists
+    every copied file's size and SHA-256; returns the run folder."""
     from rcea import layout
-    from rcea.store import atomic_write_text, checkpoint_complete, write_manifest
+    from rcea.store import atomic_write_json, atomic_write_text, checkpoint_complete, folder_records, write_manifest
 
     run = layout.RunFolder(layout.run_dir(scale, name, root))
     last = max(f.step for f in found)
@@ -201,10 +231,12 @@ def import_run(found: list[Found], source: Path, scale: str, name: str, root=Non
             atomic_write_text(dst / "trainer_state.json", json.dumps({"global_step": f.step, "max_steps": last}))
         marker = dst / layout.TRAINER_STATE
         atomic_write_text(marker, "imported from an outside run: no trainer state\n")
-        write_manifest(marker, step=f.step, imported_from=str(f.path))
+        write_manifest(marker, step=f.step, imported_from=str(f.path), files=folder_records(dst), **(base or {}))
     logs = sorted(source.rglob("steps.jsonl"))
     if logs:
         atomic_write_text(run.steps_log, logs[0].read_text())
+    if base is not None:
+        atomic_write_json(run.path / "outside.json", {"source": str(source), **base})
     return run.path
 
 
@@ -238,25 +270,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", default="tiny", choices=SCALES)
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--check-only", action="store_true", help="find and check the checkpoints; queue nothing")
+    ap.add_argument("--base-differs", action="store_true", help="measure over the scale's base policy although "
+                    "--base holds other weights (recorded with the run)")
     args = ap.parse_args(argv)
     try:
         if args.name in (*METHODS, BASE_METHOD) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):
             raise OutsideRunError(f"--name {args.name!r}: use a label of letters, digits, '-', '_' or '.' that is "
                                   f"not one of the study's methods ({', '.join((*METHODS, BASE_METHOD))})")
         found = find_checkpoints(args.folder)
-        if args.base is None:
-            from rcea.config import load_config
-            from rcea.tiny import model_path
+        from rcea.config import load_config
+        from rcea.tiny import model_path
 
-            args.base = model_path(load_config(args.scale, None, args.override))
-        check_against_base(found, args.base)
-    except OutsideRunError as exc:
+        cfg = load_config(args.scale, None, args.override)   # $RCEA_OVERRIDES too: what its jobs run under
+        given = args.base
+        if given:   # the checkpoints first: the scale's base may still have to be built (model_path)
+            check_against_base(found, given)
+        loaded = model_path(cfg)   # what the jobs load
+        args.base = given or loaded
+        if not given:
+            check_against_base(found, args.base)
+        base = base_record(args.base, loaded, args.base_differs)
+    except (OutsideRunError, OSError) as exc:   # OSError: a file unreadable or gone while checked
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(table(found))
+    print(f"base: {base['base']} (weights sha256 {base['base_weights_sha256'][:12]})" + (
+        f"; --base-differs: measured over the scale's base {loaded} (weights sha256 "
+        f"{base['measured_over_weights_sha256'][:12]})" if base["base_differs"] else ""))
     if args.check_only:
         return 0
-    run = import_run(found, Path(args.folder), args.scale, args.name)
+    run = import_run(found, Path(args.folder), args.scale, args.name,
+                     base={**base, "config_hash": cfg.hash(), "base_given": given})
     print(f"imported as {run}" + ("" if (run / "steps.jsonl").exists() else
                                   " (no steps.jsonl: no training-entropy trace or failure-window shares)"))
     jobs = enqueue(args.scale, args.name, args.override)
