@@ -52,6 +52,30 @@ def _differ(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return sorted(k for k in set(a) | set(b) if _plain(a.get(k)) != _plain(b.get(k)))
 
 
+def _measure_again(parts: list[Path], made: dict[str, dict[str, Any]]) -> list[str]:
+    """`invoke measure-run ...` for each outside run (its train/<scale>/<name>/outside.json: infer/outside.py)
+    measured under another configuration than the study's own tables: that command measures it again under the
+    data folder's settings (orchestrate/ops/outside.py join_settings). Default layout only
+    (<data>/infer/<scale>/tables/<table>/<part>.parquet)."""
+    if not parts or len(parts[0].parents) < 5 or parts[0].parents[3].name != "infer":
+        return []
+    scale, root = parts[0].parents[2].name, parts[0].parents[4]
+    runs = {}
+    for path in sorted((root / "train" / scale).glob("*/outside.json")):
+        try:
+            runs[path.parent.name] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    theirs = {r.get("config_hash") for r in runs.values()}
+    study = [h for h in made if h not in theirs]
+    if len(study) != 1:
+        return []
+    return [" ".join(["`invoke measure-run", f"--path {r.get('source')} --name {name} --scale {scale}",
+                      *([f"--base {r['base_given']}"] if r.get("base_given") else []),
+                      *(["--base-differs"] if r.get("base_differs") else [])]) + "`"
+            for name, r in runs.items() if r.get("config_hash") in made and r.get("config_hash") != study[0]]
+
+
 def resolve(parts: list[Path], scale: str | None, options: dict[str, Any],
             current: AggregateSettings) -> tuple[AggregateSettings, str]:
     """The settings to aggregate `parts` with (`options`: the command line's, None = not given; `current`:
@@ -64,10 +88,12 @@ def resolve(parts: list[Path], scale: str | None, options: dict[str, Any],
         known = [m["settings"] for m in made.values() if m["settings"] is not None]
         diff = _differ(known[0], known[1]) if len(known) > 1 else []
         which = "; ".join(f"{h}: {m['parts']} part(s)" for h, m in sorted(made.items(), key=lambda x: -x[1]["parts"]))
+        again = _measure_again(parts, made)
+        fix = (f"measure the outside run again under the study's settings: {'; '.join(again)}" if again else
+               "remove the stale parts (their manifests name the config_hash) or rerun the study, which remakes them")
         raise Mismatch(f"the tables were made under {len(made)} configurations ({which}"
                        + (f"; they differ in {', '.join(diff[:6])}" if diff else "") + "): parts of different "
-                       "runs (e.g. a --quick and a full study) are mixed; remove the stale parts (their manifests "
-                       "name the config_hash) or rerun the study, which remakes them, then aggregate")
+                       f"runs (e.g. a --quick and a full study) are mixed; {fix}, then aggregate")
     (h, info), = made.items()
     cfg = None if scale is None else load_config(scale)   # read once: its hash and values below
     if info["settings"] is None:

@@ -9,6 +9,7 @@ the docs point (rcea.publish, as the study's last stage).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -32,12 +33,94 @@ def outside_command(scale: str, folder: str, base: str, name: str, overrides=())
                         run_opts=mounts)
 
 
-def measure_run_commands(scale: str, folder: str, base: str, name: str, overrides=(), num_workers: int = 1):
+def measure_run_commands(scale: str, folder: str, base: str, name: str, overrides=(), num_workers: int = 1,
+                         check_only: bool = False, base_differs: bool = False):
     if not Path(folder).is_dir():
         raise Exit(f"--path {folder!r} is not a folder; give the folder holding the run's checkpoints", code=2)
     if base and not Path(base).is_dir():
         raise Exit(f"--base {base!r} is not a folder; give the base model's folder the run was trained from", code=2)
     if not NAME.fullmatch(name or ""):
         raise Exit(f"--name {name!r}: use a label of letters, digits, '-', '_' or '.'", code=2)
-    return [outside_command(scale, folder, base, name, overrides), workers_command(scale, num_workers, detach=False),
-            *judge_commands(scale), *codebook_commands(scale), aggregate_command(scale), publish_command(scale)]
+    extra = [*(["--check-only"] if check_only else []), *(["--base-differs"] if base_differs else [])]
+    first = [*outside_command(scale, folder, base, name, overrides), *extra]
+    if check_only:   # find and check the checkpoints; import and queue nothing
+        return [first]
+    return [first, workers_command(scale, num_workers, detach=False), *judge_commands(scale),
+            *codebook_commands(scale), aggregate_command(scale), publish_command(scale)]
+
+
+def toml_value(v) -> str:
+    """A setting's value as an override's right-hand side (TOML: strings quoted, inline tables and arrays)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return json.dumps(v) if isinstance(v, str) else repr(v)
+
+
+def recorded_settings(scale: str, data_root) -> dict[str, dict]:
+    """config_hash -> {"parts": count, "settings": values} over the manifests of the data folder's table parts
+    (what `invoke aggregate` reads: aggregate/made_with.py)."""
+    from rcea.layout import tables_dir
+
+    found: dict[str, dict] = {}
+    for man in sorted(tables_dir(scale, data_root).glob("*/*.parquet.manifest.json")):
+        try:
+            record = json.loads(man.read_text())
+        except (OSError, ValueError):
+            continue
+        h = record.get("config_hash") if isinstance(record, dict) else None
+        if isinstance(h, str) and isinstance(record.get("settings"), dict):
+            found.setdefault(h, {"parts": 0, "settings": record["settings"]})["parts"] += 1
+    return found
+
+
+def join_settings(scale: str, name: str, folder: str, overrides, data_root=None) -> tuple[list[str], str]:
+    """The overrides under which the outside run is measured like the data folder's tables (a --quick demo's
+    settings, say), so that one aggregation reads them all, and a line saying so; ([], '') when they already
+    agree or the folder holds no tables. The configuration the run was measured under before (its outside.json)
+    is not the folder's. A --override that contradicts the folder's settings ends in one line naming the command
+    that agrees."""
+    from rcea.config import load_config
+    from rcea.layout import run_dir
+
+    if data_root is None:
+        from orchestrate.ops.commands import host_data
+        from orchestrate.ops.shell import ROOT
+
+        data_root = ROOT / host_data(scale)
+    made = recorded_settings(scale, data_root)
+    try:
+        before = json.loads((run_dir(scale, name, data_root) / "outside.json").read_text()).get("config_hash")
+    except (OSError, ValueError, AttributeError):
+        before = None
+    made = {h: m for h, m in made.items() if h != before} or made
+    if not made:
+        return [], ""
+    cfg = load_config(scale, None, list(overrides))
+    target, info = max(made.items(), key=lambda x: x[1]["parts"])
+    if cfg.hash() == target:
+        return [], ""
+    mine = {o.split("=", 1)[0] for o in overrides}
+    joined, theirs = [], []
+    for key, value in sorted(info["settings"].items()):
+        try:
+            now = cfg[key]
+        except (KeyError, ValueError):
+            continue
+        if now != value:
+            (theirs if key in mine else joined).append(f"{key}={toml_value(value)}")
+    try:
+        agrees = not theirs and load_config(scale, None, [*overrides, *joined]).hash() == target
+    except ValueError:
+        agrees = False
+    if not agrees:
+        keep = [o for o in overrides if o.split("=", 1)[0] not in {t.split("=", 1)[0] for t in theirs}]
+        cmd = " ".join(["invoke measure-run", f"--path {folder} --name {name} --scale {scale}",
+                        *(f"--override '{o}'" for o in [*keep, *theirs, *joined])])
+        raise Exit(f"measure-run: the data folder's tables were made under other settings (configuration {target}) "
+                   f"than these ({cfg.hash()}), and one report cannot mix them: run `{cmd}`", code=2)
+    return joined, (f"measure-run: measuring under the data folder's settings (configuration {target}, as its "
+                    f"tables were made): {'; '.join(joined)}")
