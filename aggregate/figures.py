@@ -300,7 +300,8 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
     if not scales:
         return None
     per = {sc: sorted(((m, tr) for (s, m), tr in runs if s == sc), key=lambda x: method_rank(x[0])) for sc in scales}
-    ncols = min(4, max(len(v) for v in per.values()))
+    most = max(len(v) for v in per.values())
+    ncols = min(most, 3 if most <= 6 else 4)   # six runs: 3 x 2, seven: 4 + 3
     rows_of = {sc: -(-len(per[sc]) // ncols) for sc in scales}
     plt = _plt()
     nrows = sum(rows_of.values())
@@ -337,14 +338,17 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
             xmax = max(xmax, float(x.max()) if x.size else 1.0)
         for k in range(len(series), rows_of[sc] * ncols):
             axes[row0 + k // ncols, k % ncols].set_visible(False)
+        for k in range(max(0, len(series) - ncols), len(series)):   # each block's lowest panels: a labelled x axis
+            ax = axes[row0 + k // ncols, k % ncols]
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel("progress (fraction of the " + ("epoch)" if all(tr.get("epoch_known", True) for _, tr in per[sc])
+                                                          else "run: no epoch length at this scale)"), fontsize=8)
         row0 += rows_of[sc]
     progress_axis(axes[0, 0], xmax)   # shared by every panel: from 0, as fig_traces
     allv = [v for (sc_m, tr) in runs for v in tr["entropy"] if _finite(v)]
     axes[0, 0].set_ylim(*padded_limits(allv, margin=0.08, min_span=1e-3))
     for ax in axes[:, 0]:
         ax.set_ylabel("token entropy (nats)", fontsize=8)
-    for ax in axes[-1, :]:
-        ax.set_xlabel("normalised progress (epochs)", fontsize=8)
     used = sorted(w for w in windows if w > 1)
     how = (f"thin: each logged step; thick: centred moving average over {used[0]} logged steps (visual only)"
            if used else "points as logged (too few to smooth)")
