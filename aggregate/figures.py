@@ -333,7 +333,8 @@ def draw_training_entropy(res: dict, st: AggregateSettings):
             fd = res.get("failure_detector", {}).get(f"{sc}/{m}", {})
             if fd.get("fired"):
                 ax.axvline(fd["onset_step"] / spe, color="k", ls="--", lw=1)
-            ax.set_title(f"{method_name(m)}-{scale_name(sc)}" + (" (failed run)" if fd.get("fired") else ""),
+            ax.set_title(f"{method_name(m)}-{scale_name(sc)}" + (" (failed run)" if fd.get("fired") else "")
+                         + (" (extension)" if st.is_extension(m) else ""),
                          fontsize=9, color=sty["color"])
             xmax = max(xmax, float(x.max()) if x.size else 1.0)
         for k in range(len(series), rows_of[sc] * ncols):

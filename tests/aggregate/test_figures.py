@@ -220,6 +220,7 @@ def test_long_training_traces_explain_their_smoothing_and_every_line_has_a_name(
     fig = figures.draw_training_entropy({"training_traces": _long_traces(methods)}, ST)
     panels = [a for a in fig.axes if a.get_visible()]
     assert len(panels) == 7 and len(fig.axes) == 8   # 2 rows of 4, the eighth hidden
+    assert panels[-1].get_title() == "Archer-tiny (extension)"
     sup = fig._suptitle.get_text()
     assert "centred moving average over 5 logged steps" in sup and "CMA" not in " ".join(_texts(fig))
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
