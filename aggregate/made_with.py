@@ -61,7 +61,9 @@ def _measure_again(parts: list[Path], made: dict[str, dict[str, Any]]) -> list[s
         return []
     scale, root = parts[0].parents[2].name, parts[0].parents[4]
     runs = {}
-    for path in sorted((root / "train" / scale).glob("*/outside.json")):
+    from rcea.layout import run_dir
+
+    for path in sorted(run_dir(scale, "-", root).parent.glob("*/outside.json")):   # every run folder of the scale
         try:
             runs[path.parent.name] = json.loads(path.read_text())
         except (OSError, ValueError):
