@@ -138,7 +138,7 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
     from aggregate.answers import answer_lines
 
     L += answer_lines(res, st)
-    L += ["## Input", "",
+    L += ["## Input and settings", "",
          f"Input: `{inputs}`. Settings: min K_r = {st.min_k_r}, bootstrap {st.bootstrap_resamples} resamples "
          f"(seed {st.bootstrap_seed}, keyed per endpoint), rarefaction seed {st.rarefaction_seed} "
          f"(R = {st.rarefaction_draws}, m_min = {st.min_mode_m}), q{100 * st.q99_quantile:g} with "

@@ -59,7 +59,7 @@ def test_each_answer_links_to_files_the_aggregation_writes(tmp_path):
     out = tmp_path / "out"
     assert main(["--input", str(tmp_path / "in"), "--output", str(out), *SMALL[:-1]]) == 0
     text = (out / "report.md").read_text()
-    links = set(re.findall(r"\]\(((?:tables|figures)/[^)]+)\)", text.split("## Input", 1)[0]))
+    links = set(re.findall(r"\]\(((?:tables|figures)/[^)]+)\)", text.split("## Input and settings", 1)[0]))
     drawn = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     # every linked file exists, except the training-entropy figure of a bare dataset (no steps.jsonl beside it)
     assert links - drawn <= {"figures/fig_training_entropy.png"} and len(links & drawn) >= 8
