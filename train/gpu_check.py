@@ -14,8 +14,10 @@ time budget: one micro-batch per step (train.grad_accum = 1: 16 sequences at 3B,
 micro-batch, so the training pass has the study's memory shape), a fresh rollout every step
 (train.num_iterations = 1, so the second rollout is the first one after a weight update), no warm-up, and
 a large learning rate (`--lr`) so that one update moves a random model by more than bf16 noise. Prompts are
-`data.max_prompt_tokens` long; a random model almost never samples EOS, so completions run to
-`train.max_completion_tokens` (2,048; `--completion` shortens them): the worst case for time and memory.
+`data.max_prompt_tokens` long; a random model samples EOS about once per vocabulary size of tokens, and the
+check raises only <|im_end|>'s head row (see stop-tokens), so most completions run to
+`train.max_completion_tokens` (2,048; `--completion` shortens them) and every rollout holds one that does:
+the worst case for memory, and close to it for time.
 The reward is the smoke-test one (train.run.synthetic). The word tokenizer follows Qwen2.5 base's conventions
 (EOS <|endoftext|>, ChatML turns ending in <|im_end|>).
 
@@ -36,8 +38,15 @@ Checks, one line each per scale:
                    weight sync merges LoRA out of place, train/vllm_sync.py; TRL's in-place merge / unmerge in
                    bf16 changes them);
   stop-tokens      the share of rollout completions that end at a stop token (data.stop_tokens); FAIL if one
-                   runs on past a stop token (the sampler ignores the stop set). A random model rarely samples
-                   one, so the share is near 0 on the GPU shapes; the line shows the stop set is applied.
+                   runs on past a stop token (the sampler ignores the stop set). Counted on the completions as
+                   the sampler returned them: the trainer cuts each after its first stop token, which hides a
+                   sampler ignoring the set from the trained rows (not its cost). A random head samples a stop id
+                   once per ~150,000 tokens, too rarely to catch that (35% of the time at 3B), so before the run
+                   the non-EOS stop id's head row is raised (train/gpu_measure.py raise_stop_row) to the rate
+                   per token at which the steps' completions catch a sampler ignoring the stop set with
+                   probability POWER (0.999; 1.1e-4 per token at 3B: 32 completions of 2,048 tokens); the
+                   line prints that power and the rate measured on the raised model. EOS is not raised: every
+                   sampler stops there, so only a non-EOS stop token shows whether the stop set is applied.
 On CPU (`--cpu`) the same code runs the tiny shape with TRL's own generation (the vLLM 0.11 wheel needs a
 GPU): rollout-weights then checks that one update moved the policy measurably and says that the sampler gap
 was not measured; memory reports the peak resident memory. The sampler-gap verdict on the GPU code path is
@@ -148,6 +157,21 @@ def _build_model(shape: str, dtype, device: str):
         torch.set_default_dtype(before)
 
 
+def raise_stop(model, tokenizer, stop_ids, completions: int, length: int) -> dict | None:
+    """Raise the first non-EOS stop id's head row so that `completions` completions of `length` tokens catch a
+    sampler ignoring the stop set with probability POWER; {"name", "rate", "measured", "power"} or None when
+    the stop set holds only EOS (every sampler stops there: nothing to catch)."""
+    from train.gpu_measure import POWER, raise_stop_row, stop_power, stop_rate_for
+
+    raised = [i for i in stop_ids if i != tokenizer.eos_token_id]
+    if not raised or length < 2:
+        return None
+    got = raise_stop_row(model, raised[0], tokenizer.eos_token_id,
+                         lambda eos: stop_rate_for(POWER, eos, length, completions))
+    return {**got, "name": tokenizer.convert_ids_to_tokens(raised[0]),
+            "power": stop_power(got["measured"], got["eos"], length, completions)}
+
+
 def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int = 0, completion_tokens: int = 0,
               overrides: tuple[str, ...] = (), workdir: str | None = None) -> dict:
     """Run the steps of one scale; returns {"checks": [...], "sampler": ...}."""
@@ -156,6 +180,7 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
 
     import torch
     from transformers import TrainerCallback
+    from trl import GRPOTrainer
 
     from rcea.data import stop_strings, stop_token_ids
     from rcea.device_check import LORA_TARGETS, lora_params
@@ -189,7 +214,17 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
         if gpu:
             torch.cuda.synchronize()
 
-    class Probe(ObjectiveGRPOTrainer):
+    class Sampled(GRPOTrainer):
+        """Below ObjectiveGRPOTrainer in Probe's MRO: sees each training rollout as the sampler returned it,
+        before ObjectiveGRPOTrainer cuts every completion after its first stop token."""
+
+        def _generate_single_turn(self, prompts):
+            res = super()._generate_single_turn(prompts)
+            if self.model.training:
+                stops.append(stop_counts(res[1], stop_ids, self.processing_class.pad_token_id))
+            return res
+
+    class Probe(ObjectiveGRPOTrainer, Sampled):
         """Per training rollout: how far the policy is from the base weights on the rollout's tokens."""
 
         def _add_objective_inputs(self, out, inputs):
@@ -205,7 +240,6 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
                 mask = out["completion_mask"].float()
                 moved = float(((policy - base).abs() * mask).sum() / mask.sum().clamp(min=1))
                 rollouts.append({"step": self.state.global_step, "moved": moved})
-                stops.append(stop_counts(out["completion_ids"], out["completion_mask"], stop_ids))
                 sync()
                 probe_s[0] += time.perf_counter() - t0
             return super()._add_objective_inputs(out, inputs)
@@ -224,6 +258,8 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
         model = _build_model(shape, torch.bfloat16 if t["precision"] == "bf16" else torch.float32, device)
         tokenizer = word_tokenizer(model.config.vocab_size)
         stop_ids = stop_token_ids(tokenizer, cfg)
+        stop_power = raise_stop(model, tokenizer, stop_ids, steps * t["per_device_batch"] * t["grad_accum"],
+                                t["max_completion_tokens"])
         per_rollout = t["per_device_batch"] * t["grad_accum"] // t["num_generations"]
         dataset = prompts(per_rollout * (steps + 1), prompt_tokens - 3, model.config.vocab_size)
         model.save_pretrained(tmp)  # the colocated engine loads from this folder (model.name_or_path)
@@ -250,7 +286,7 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
     sampler = ("vLLM colocated" + (", sleep mode" if t["vllm_enable_sleep_mode"] else "")) if t["use_vllm"] \
         else "TRL generate"
     timing = {"setup_s": setup_s, "step_s": step_s, "train_runtime": history.metrics.get("train_runtime")}
-    extra = {"base": change, "stops": stops, "stop_names": stop_strings(cfg),
+    extra = {"base": change, "stops": stops, "stop_names": stop_strings(cfg), "stop_power": stop_power,
              "fraction": t["vllm_gpu_memory_utilization"] if t["use_vllm"] else None}
     return {"checks": verdicts(scale, steps, losses, timing, max(mem.peak, torch_peak), total, rollouts, gaps,
                                lora, t["use_vllm"], extra), "sampler": sampler}
@@ -291,7 +327,8 @@ def verdicts(scale, steps, losses, timing, peak, total, rollouts, gaps, lora, vl
         ok, detail = weights_verdict(gaps[1], gaps[2], after[0]["moved"])
         out.append({"check": name, "ok": ok, "detail": detail})
     for check, (ok, detail) in ((f"base-weights-{scale}", base_verdict(extra["base"])),
-                                (f"stop-tokens-{scale}", stop_verdict(extra["stops"], extra["stop_names"]))):
+                                (f"stop-tokens-{scale}", stop_verdict(extra["stops"], extra["stop_names"],
+                                                                      extra.get("stop_power")))):
         out.append({"check": check, "ok": ok, "detail": detail})
     return out
 

@@ -6,13 +6,19 @@
   base-weights the frozen base after the steps, against a copy taken before them: bit-identical, or the
                weight sync changed it (TRL 0.29.0's in-place merge / unmerge in bf16; train/vllm_sync.py);
   stop-tokens  the share of rollout completions that end at a stop token (`data.stop_tokens`), and that no
-               completion runs on past one (the sampler ignoring the stop set).
+               completion runs on past one (the sampler ignoring the stop set). A random head samples a stop
+               id at about 1 / vocab per token (2 ids x 2,048 tokens / 151,936 = 2.7% of 3B completions: 32
+               completions would catch a sampler ignoring the stop set 58% of the time), so the check raises
+               the non-EOS stop id's row of the head (`raise_stop_row`) to the per-token rate `stop_rate_for`
+               computes from the completion count and length, for a power of at least POWER.
 """
 
 from __future__ import annotations
 
 H100_GIB = 81_559 / 1024  # an 80 GB H100's memory as the driver reports it (81,559 MiB)
 MEMORY_SHARE = 0.95        # a peak above this share of the H100 fails: no room for a longer batch
+POWER = 0.999              # the stop-token check's target chance of catching a sampler that ignores the stop set
+LIFT = 4.0                 # the constant hidden component the head row reads, in units of the residual's rms
 
 
 def engine_fraction(fraction: float, total_gib: float) -> float:
@@ -68,31 +74,102 @@ def base_verdict(change: dict) -> tuple[bool, str]:
     return ok, detail + ("" if ok else ": THE SYNC CHANGED THE BASE (in-place merge / unmerge)")
 
 
-def stop_counts(completion_ids, mask, stop_ids) -> dict:
-    """Per batch of completions (rows of ids, 1/0 mask of valid positions): how many end at a stop token, how
-    many hold one before their last valid position (ran on past a stop)."""
-    import torch
+def stop_counts(rows, stop_ids, pad_id: int | None = None) -> dict:
+    """Per batch of completions as the sampler returned them (lists of ids, before the trainer cuts each after
+    its first stop token, which would hide a sampler that ignores the stop set; trailing `pad_id`s, the
+    padding of a batched `generate`, dropped): how many end at a stop token, how many hold one before their
+    last token (ran on past a stop)."""
+    stops = set(stop_ids)
+    n = ended = ran_on = 0
+    for row in rows:
+        row = list(row)
+        while row and row[-1] == pad_id:
+            row.pop()
+        n += 1
+        ended += bool(row) and row[-1] in stops
+        ran_on += any(t in stops for t in row[:-1])
+    return {"n": n, "ended": ended, "ran_on": ran_on}
 
-    stops = torch.tensor(sorted(set(stop_ids)), dtype=completion_ids.dtype, device=completion_ids.device)
-    valid = mask.bool()
-    lengths = valid.sum(1)
-    last = completion_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-    ended = torch.isin(last, stops) & (lengths > 0)
-    inside = torch.isin(completion_ids, stops) & valid
-    inside[torch.arange(len(lengths), device=lengths.device), (lengths - 1).clamp(min=0)] = False
-    return {"n": int(len(lengths)), "ended": int(ended.sum()), "ran_on": int(inside.any(1).sum())}
 
-
-def stop_verdict(counts: list[dict], stop_names: list[str]) -> tuple[bool, str]:
+def stop_verdict(counts: list[dict], stop_names: list[str], raised: dict | None = None) -> tuple[bool, str]:
+    """`raised`: what `train.gpu_check.raise_stop` did to the head ({"name", "rate", "measured", "power"})."""
     n = sum(c["n"] for c in counts)
     ended = sum(c["ended"] for c in counts)
     ran_on = sum(c["ran_on"] for c in counts)
     ok = n > 0 and ran_on == 0
     detail = (f"{ended} of {n} rollout completions ({100 * ended / max(n, 1):.1f}%) end at a stop token "
               f"({', '.join(stop_names)}); the rest reached the token limit")
+    if raised:
+        detail += (f"; {raised['name']} raised to {raised['measured']:.2e} per token (target {raised['rate']:.2e}): "
+                   f"a sampler ignoring the stop set is caught with probability {raised['power']:.4f}")
+    if raised and raised["power"] < 0.99:
+        ok = False
+        detail += ": TOO WEAK to tell (the raised rate fell short)"
     if ran_on:
         detail += f"; {ran_on} ran on past a stop token: THE SAMPLER IGNORES THE STOP SET"
     return ok, detail if n else "no rollout completions recorded"
+
+
+def stop_power(rate: float, eos: float, length: int, n: int) -> float:
+    """Chance that n completions of `length` tokens from a sampler that ignores the stop set (stops only at the
+    tokenizer's EOS) show a run-on: some completion samples a non-EOS stop id (probability `rate` per token) at
+    one of its first length - 1 positions before any EOS (probability `eos` per token)."""
+    hit = rate + eos
+    one = rate / hit * (1.0 - (1.0 - hit) ** (length - 1)) if hit > 0 else 0.0
+    return 1.0 - (1.0 - one) ** n
+
+
+def stop_rate_for(power: float, eos: float, length: int, n: int) -> float:
+    """The smallest per-token rate of the non-EOS stop id whose `stop_power` reaches `power` (bisection)."""
+    if not 0.0 < power < 1.0 or length < 2 or n < 1:
+        raise ValueError(f"power {power}, length {length}, n {n}: need 0 < power < 1, length >= 2, n >= 1")
+    lo, hi = 0.0, 1.0 - eos
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if stop_power(mid, eos, length, n) >= power else (mid, hi)
+    return hi
+
+
+def raise_stop_row(model, stop_id: int, eos_id: int, rate_for, rounds: int = 4, seed: int = 0) -> dict:
+    """Make a random Qwen2 sample `stop_id` at the rate `rate_for(p_eos)` per token (mean over positions; p_eos
+    the measured mean probability of `eos_id`), in place.
+
+    A random head has no bias, and the final norm's output has no constant direction for a head row to read,
+    so: every input embedding gets the same value LIFT x (the residual's rms) in hidden dimension 0 (one of
+    2,048 or 3,584: the residual's rms barely moves), which makes the final norm's output h[0] about LIFT at
+    every position; then the stop id's head row gets (log rate - log p) / mean h[0] added in dimension 0, a
+    few rounds, p measured each round on a forward of random ids (8 x 128 tokens). A tied head (3B) adds the
+    same value to every token's logit, which the softmax cancels. Returns {"rate": the target, "measured":
+    the stop id's and "eos": EOS's mean probability on other random ids than those it was tuned on}."""
+    import math
+
+    import torch
+
+    vocab = model.config.vocab_size
+    gen = torch.Generator().manual_seed(seed)
+    tune, held_out = (torch.randint(0, vocab, (8, 128), generator=gen).to(model.device) for _ in range(2))
+    seen = {}
+    hook = model.model.norm.register_forward_hook(lambda mod, inp, out: seen.update(x=inp[0], h=out))
+    emb, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+
+    def measure(ids) -> tuple[float, float]:
+        p = [torch.softmax(model(row).logits.float(), -1)[..., [stop_id, eos_id]].mean((0, 1))
+             for row in ids.split(2)]  # 2 rows at a time: (2, 128, vocab) fp32 logits, 156 MB at 3B
+        stop, eos = torch.stack(p).mean(0).tolist()
+        return stop, eos
+
+    try:
+        with torch.no_grad():
+            measure(tune[:2])
+            emb[:, 0] += LIFT * float(seen["x"][..., 1:].float().pow(2).mean().sqrt())
+            for _ in range(rounds):
+                p, eos = measure(tune)
+                rate = rate_for(eos)
+                head[stop_id, 0] += (math.log(rate) - math.log(p)) / float(seen["h"][..., 0].float().mean())
+            p, eos = measure(held_out)
+            return {"rate": rate, "measured": p, "eos": eos}
+    finally:
+        hook.remove()
 
 
 class MemoryWatch:

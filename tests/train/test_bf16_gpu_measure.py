@@ -50,12 +50,13 @@ def test_base_verdict_on_the_two_syncs(cls, exact):
 
 
 def test_stop_counts_by_hand():
-    ids = torch.tensor([[5, 2, 0, 0], [5, 6, 7, 8], [4, 2, 9, 2], [3, 0, 0, 0]])
-    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0]])
-    # row 0 ends at stop 2; row 1 reaches the limit; row 2 ends at 2 but ran on past 4 and 2; row 3 is empty
-    assert gm.stop_counts(ids, mask, [2, 4]) == {"n": 4, "ended": 2, "ran_on": 1}
-    ok, detail = gm.stop_verdict([gm.stop_counts(ids, mask, [2, 4])], ["<|im_end|>", "<|endoftext|>"])
+    rows = [[5, 2, 0, 0], [5, 6, 7, 8], [4, 2, 9, 2], [], [0, 4, 0]]  # as the sampler returned them, pad 0
+    # row 0 ends at stop 2 (then generate's padding); row 1 reaches the limit; row 2 ends at 2 but ran on past
+    # 4 and 2; row 3 is empty; row 4 ends at stop 4 (a sampled pad before it is a token like any other)
+    assert gm.stop_counts(rows, [2, 4], pad_id=0) == {"n": 5, "ended": 3, "ran_on": 1}
+    assert gm.stop_counts(rows, [2, 4]) == {"n": 5, "ended": 1, "ran_on": 3}  # padding read as tokens
+    ok, detail = gm.stop_verdict([gm.stop_counts(rows[:4], [2, 4], 0)], ["<|im_end|>", "<|endoftext|>"])
     assert not ok and "2 of 4" in detail and "50.0%" in detail and "IGNORES THE STOP SET" in detail
-    ok, detail = gm.stop_verdict([gm.stop_counts(ids[:2], mask[:2], [2])], ["<|im_end|>"])
+    ok, detail = gm.stop_verdict([gm.stop_counts(rows[:2], [2], 0)], ["<|im_end|>"])
     assert ok and "1 of 2 rollout completions (50.0%) end at a stop token (<|im_end|>)" in detail
     assert gm.stop_verdict([], ["<|im_end|>"]) == (False, "no rollout completions recorded")

@@ -12,7 +12,8 @@ from tests.train.vllm_standin import install
 from train import gpu_check
 
 SMALL = ("train.per_device_batch=16",)  # 2 prompts x 8: the stand-in engine samples one token per forward
-SLEEP = SMALL + ("train.use_vllm=true", "train.vllm_enable_sleep_mode=true")
+VLLM = SMALL + ("train.use_vllm=true",)
+SLEEP = VLLM + ("train.vllm_enable_sleep_mode=true",)
 
 
 def lines(out: str) -> dict[str, str]:
@@ -103,6 +104,69 @@ def test_rollout_weights_check_with_a_stand_in_sleep_mode_engine(guarded, monkey
     moved = float(re.search(r"moved (\d\.\d+)", line["detail"]).group(1))
     assert gaps[0] < 1e-3 and moved > 1e-2  # fp32 engine, fp32 policy: no noise before the update
     assert (gaps[1] < 1e-3) is guarded and (abs(gaps[1] - moved) < 0.5 * moved) is not guarded
+    stop = {c["check"]: c for c in res["checks"]}["stop-tokens-tiny"]  # the stand-in honours stop_token_ids
+    assert stop["ok"] and re.search(r"caught with probability 0\.99\d\d", stop["detail"]), stop["detail"]
+
+
+def test_stop_check_power_by_hand():
+    from train.gpu_measure import stop_power, stop_rate_for
+
+    # 3 tokens, 2 completions; per token: the raised stop 0.2, EOS 0.1, anything else 0.7. A completion shows a
+    # run-on when the stop comes at position 0 or 1 (the last position is a legal end): 0.2 + 0.7 x 0.2 = 0.34
+    assert stop_power(0.2, 0.1, 3, 2) == pytest.approx(1 - (1 - 0.34) ** 2)
+    # the random head of 3B as the issue counts it: one id per 151,936 for <|im_end|> and for EOS, 32
+    # completions of 2,048 tokens: 2.7% of completions hold some stop id, 58% of 32 hold one somewhere, but a
+    # sampler ignoring the stop set still stops at EOS, so only <|im_end|> first shows it: half of those
+    v = 151_936
+    any_stop = 1 - (1 - 2 / v) ** 2048
+    assert any_stop == pytest.approx(0.0266, abs=1e-4) and 1 - (1 - any_stop) ** 32 == pytest.approx(0.578, abs=1e-3)
+    one = 0.5 * (1 - (1 - 2 / v) ** 2047)
+    assert stop_power(1 / v, 1 / v, 2048, 32) == pytest.approx(1 - (1 - one) ** 32) == pytest.approx(0.348, abs=1e-3)
+    rate = stop_rate_for(0.99, 1 / v, 2048, 32)  # the smallest rate with power 0.99: ~ ln(100) / (32 x 2,047)
+    assert stop_power(rate, 1 / v, 2048, 32) >= 0.99 > stop_power(rate * 0.999, 1 / v, 2048, 32)
+    assert rate == pytest.approx(4.6052 / (32 * 2047), rel=0.03)
+    with pytest.raises(ValueError, match="0 < power < 1"):
+        stop_rate_for(1.0, 1 / v, 2048, 32)
+
+
+def test_raised_head_row_samples_the_stop_id_at_its_rate():
+    """The tiny model, tied head as 3B: <|im_end|> (id 4) at the asked rate on ids it was not tuned on, while
+    EOS (id 2) keeps a random head's 1 / vocab and no other id dominates."""
+    from rcea.device_check import random_model
+    from train.gpu_measure import raise_stop_row
+
+    model = random_model("tiny")
+    ids = torch.randint(5, 4096, (8, 64), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        before = torch.softmax(model(ids).logits, -1)
+        got = raise_stop_row(model, 4, 2, lambda eos: 0.01)
+        measured = got["measured"]
+        after = torch.softmax(model(ids).logits, -1)
+    assert float(before[..., 4].mean()) < 1e-3                   # a random head: about 1 / 4096
+    assert 0.006 < measured < 0.015 and 0.006 < float(after[..., 4].mean()) < 0.015
+    assert 0.5 / 4096 < float(after[..., 2].mean()) < 2 / 4096 and float(after.max()) < 0.2
+    assert got["rate"] == 0.01 and got["eos"] == pytest.approx(float(after[..., 2].mean()), rel=0.5)
+
+
+def test_stop_check_catches_a_sampler_that_ignores_the_stop_set(monkeypatch):
+    """The stand-in engine stripped of `stop_token_ids` stops at EOS only, as vLLM does when the stop set does
+    not reach it: the raised <|im_end|> makes 32 completions of 8 tokens show the run-on (an unraised random
+    head samples it about 32 x 7 / 4,096 = 0.05 times: the check passed such a sampler 95% of the time)."""
+    import trl.generation.vllm_generation as vg
+
+    from tests.train.vllm_standin import SamplingParams
+
+    install(monkeypatch)
+
+    class IgnoresStops(SamplingParams):
+        def __init__(self, **kwargs):
+            kwargs.pop("stop_token_ids", None)
+            super().__init__(**kwargs)
+
+    monkeypatch.setattr(vg, "SamplingParams", IgnoresStops)
+    res = gpu_check.part_grpo("tiny", "cpu", 2, 1e-2, 16, 8, overrides=VLLM)
+    line = {c["check"]: c for c in res["checks"]}["stop-tokens-tiny"]
+    assert line["ok"] is False and "THE SAMPLER IGNORES THE STOP SET" in line["detail"], line["detail"]
 
 
 def test_a_crash_is_one_fail_line_and_the_rest_still_runs(monkeypatch, capsys):
