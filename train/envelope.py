@@ -1,0 +1,188 @@
+"""The resource plan of one scale on one card: every stage's peak GPU memory, whether it fits, its FLOPs and
+GPU-hours, and the study's GPU-hours and makespan (docs/plan.md; `python -m train.plan`, `invoke plan`).
+
+Stages (memory in GiB, 2**30 bytes; time in GPU-hours):
+  train <method>   one training process: the policy (bf16 weights, fp32 LoRA) + LoRA gradients + optimizer
+                   states + the larger of the update pass (one micro-batch, train/fake_pass.py) and the rollout
+                   passes (no-grad old / reference log-probs of one row batch), + the colocated engine's
+                   reservation unless it sleeps, + the CUDA context
+  engine           the colocated vLLM engine: what it needs (weights + KV of per_device_batch x grad_accum
+                   sequences of vllm_max_model_length tokens + its graphs and buffers) against what it reserves
+  worker <kind>    one measurement worker: its vLLM engine's reservation + the HF scorer (bf16 weights, the fp32
+                   head copy, the teacher-forced pass for the kinds that score)
+  judge            the judge server (vLLM): its model's weights + KV of one judge_max_model_len sequence
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from train import plan_data as pd
+from train.plan_data import GIB, Card, Shape
+
+SCORING_KINDS = ("probe", "covariance")   # kinds that run the HF scorer's teacher-forced pass
+
+
+@dataclass
+class Stage:
+    name: str
+    role: str                 # train | infer
+    peak_gib: float
+    card: Card
+    hours: float              # GPU-hours of this stage in the whole study (all its runs / jobs)
+    flops: float = 0.0        # FLOPs of the stage in the whole study
+    need_gib: float | None = None     # an engine's need, which must fit inside its reservation
+    reserve_gib: float | None = None  # what that engine reserves (part of peak_gib)
+    fix: str = ""             # the setting that would make it fit
+    detail: dict = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        inside = self.need_gib is None or self.need_gib <= self.reserve_gib
+        return inside and self.peak_gib <= pd.assume("headroom") * self.card.memory_gib
+
+
+def steps_and_rollouts(cfg) -> tuple[int, int]:
+    """Optimizer steps and generation rounds of one run: one epoch of data.draw_size prompts x num_generations
+    completions, per_device_batch x grad_accum completions per rollout, num_iterations steps per rollout."""
+    t = cfg.section("train")
+    per_rollout = t["per_device_batch"] * t["grad_accum"]
+    rollouts = t["epochs"] * cfg["data.draw_size"] * t["num_generations"] // per_rollout
+    if t["max_steps"] > 0:
+        return t["max_steps"], -(-t["max_steps"] // t["num_iterations"])
+    return rollouts * t["num_iterations"], rollouts
+
+
+def time_fraction(cfg) -> float:
+    """Tokens of a time-typical micro-batch over the worst case: prompts padded to the cap, completions padded
+    to padded_completion_factor x the mean (capped at the budget)."""
+    T, P = cfg["train.max_completion_tokens"], cfg["data.max_prompt_tokens"]
+    padded = min(T, pd.assume("padded_completion_factor") * pd.assume("mean_completion_tokens"))
+    return (P + padded) / (P + T)
+
+
+def decode_seconds(shape: Shape, card: Card, sequences: int, steps: float, context: float,
+                   lora_params: float = 0.0) -> float:
+    """Seconds to decode `steps` tokens for `sequences` sequences at once: each step reads the weights and the
+    KV of every sequence (`context` tokens on average) at decode_bandwidth_share of the bandwidth, or computes
+    2 x params FLOPs per sequence at decode_compute_share of the peak, whichever is slower."""
+    weights = 2 * (shape.params() + lora_params)
+    read = weights + sequences * context * shape.kv_bytes_per_token()
+    t_mem = read / (card.bandwidth_gbs * 1e9 * pd.assume("decode_bandwidth_share"))
+    t_fl = 2 * shape.params() * sequences / (card.bf16_tflops * 1e12 * pd.assume("decode_compute_share"))
+    return steps * max(t_mem, t_fl)
+
+
+def train_stage(cfg, shape: Shape, card: Card, m: dict, objective_bytes: float) -> Stage:
+    """One objective's training run; `m`: the scale's measurements (measure_scale)."""
+    from train.objectives import get
+
+    t = cfg.section("train")
+    obj = get(cfg.method)
+    sleep = t["use_vllm"] and t["vllm_enable_sleep_mode"]
+    engine = t["vllm_gpu_memory_utilization"] * card.memory_gib * GIB if t["use_vllm"] else 0.0
+    grads = 4 * m["trainable"]
+    optim = (2 if "8bit" in t["optimizer"] else 8) * m["trainable"]
+    base = m["resident"] + grads + optim + pd.assume("cuda_overhead_gib") * GIB
+    update = base + m["update"].peak_bytes + objective_bytes + (0 if sleep else engine)
+    rollout_pass = base + m["rollout"].peak_bytes + (0 if sleep else engine)
+    generate = base - grads + engine
+    peak = max(update, rollout_pass, generate)
+    steps, rollouts = steps_and_rollouts(cfg)
+    f = time_fraction(cfg)
+    ga = t["grad_accum"]
+    rounds = pd.assume("dapo_generation_rounds") if obj.filters_groups and cfg.get(
+        f"objectives.{cfg.method}.dynamic_sampling") else 1.0
+    passes = (1 if t["num_iterations"] > 1 else 0) + (1 if obj.needs_ref else 0)
+    step_flops = ga * m["update"].flops * f
+    rollout_flops = rounds * passes * ga * m["rollout"].flops * f
+    util = card.bf16_tflops * 1e12 * pd.assume("train_utilisation")
+    seqs = t["per_device_batch"] * ga
+    gen_steps = min(t["max_completion_tokens"], pd.assume("padded_completion_factor") * pd.assume("mean_completion_tokens"))
+    gen_s = rounds * decode_seconds(shape, card, seqs, gen_steps, pd.assume("mean_prompt_tokens") + gen_steps / 2)
+    seconds = steps * step_flops / util + rollouts * (rollout_flops / util + gen_s)
+    gib = peak / GIB
+    fix = "" if gib <= pd.assume("headroom") * card.memory_gib else train_fix(cfg, card, m, base, engine, sleep,
+                                                                              objective_bytes)
+    return Stage(f"train {cfg.method}", "train", gib, card, seconds / 3600,
+                 steps * step_flops + rollouts * rollout_flops, fix=fix,
+                 detail={"update_gib": update / GIB, "rollout_pass_gib": rollout_pass / GIB,
+                         "generate_gib": generate / GIB, "engine_gib": engine / GIB, "steps": steps,
+                         "rollouts": rollouts, "sleep": sleep})
+
+
+def train_fix(cfg, card: Card, m: dict, base: float, engine: float, sleep: bool, objective_bytes: float) -> str:
+    """The first setting (in this order) whose predicted peak fits: chunked log-probs (TRL's unchunked pass
+    holds the micro-batch's fp32 logits several times), the engine asleep while training, then a smaller
+    micro-batch with the batch kept (grad_accum up). Passes scale with the micro-batch's rows."""
+    t = cfg.section("train")
+    room = pd.assume("headroom") * card.memory_gib * GIB
+    if t["logprob_chunk_tokens"] == 0:
+        return "train.logprob_chunk_tokens=4096"
+    eng = 0 if sleep else engine
+    if not sleep and t["use_vllm"] and base + m["update"].peak_bytes + objective_bytes <= room:
+        return "train.vllm_enable_sleep_mode=true"
+    B, ga = t["per_device_batch"], t["grad_accum"]
+    for b in range(B - 1, 0, -1):
+        if (B * ga) % b:
+            continue
+        scaled = max(m["update"].peak_bytes, m["rollout"].peak_bytes) * b / B
+        if base + scaled + objective_bytes + eng <= room:
+            return f"train.per_device_batch={b} train.grad_accum={B * ga // b}"
+    return "no setting found: a larger card (see --gpu)"
+
+
+def engine_stage(cfg, shape: Shape, card: Card, m: dict) -> Stage:
+    t = cfg.section("train")
+    seqs = t["per_device_batch"] * t["grad_accum"]
+    kv = seqs * t["vllm_max_model_length"] * shape.kv_bytes_per_token()
+    need = 2 * shape.params() + 2 * m["trainable"] + kv + pd.assume("engine_overhead_gib") * GIB
+    have = t["vllm_gpu_memory_utilization"] * card.memory_gib * GIB
+    fix = ""
+    if need > have:
+        fix = f"train.vllm_gpu_memory_utilization={-(-need / (card.memory_gib * GIB) // 0.05) * 0.05:.2f}"
+    return Stage("engine (colocated vLLM)", "train", have / GIB, card, 0.0, need_gib=need / GIB,
+                 reserve_gib=have / GIB, fix=fix,
+                 detail={"kv_gib": kv / GIB, "sequences": seqs})
+
+
+def worker_stage(cfg, shape: Shape, card: Card, kind: str, scorer: dict, jobs: dict) -> Stage:
+    """A measurement worker running `kind`'s jobs of the whole study (`jobs`: kind -> (jobs, cost units))."""
+    from infer.kinds import get, token_budget
+
+    budget = token_budget(cfg)
+    reserve = pd.assume("worker_vllm_gpu_memory_utilization") * card.memory_gib * GIB
+    lora = 2 * scorer["trainable"]                                    # one bf16 adapter
+    max_len = cfg["data.context_tokens"] + budget
+    need = 2 * shape.params() + 2 * lora + max_len * shape.kv_bytes_per_token() + \
+        pd.assume("engine_overhead_gib") * GIB
+    head32 = 4 * shape.vocab * shape.hidden
+    scoring = scorer["pass"].peak_bytes if kind in SCORING_KINDS else 0.0
+    peak = reserve + 2 * shape.params() + lora + head32 + scoring + pd.assume("cuda_overhead_gib") * GIB
+    n_jobs, units = jobs.get(kind, (0, 0.0))
+    k = get(kind)
+    tokens = units * pd.assume("mean_completion_tokens") / cfg[k.budget]     # cost units are tokens at the budget
+    conc = pd.assume("worker_concurrency")
+    per_token = decode_seconds(shape, card, conc, 1, pd.assume("mean_prompt_tokens") +
+                               pd.assume("mean_completion_tokens") / 2, lora / 2) / conc
+    fix = ""
+    if need > reserve or peak / GIB > pd.assume("headroom") * card.memory_gib:
+        fix = "none in the settings: the worker's engine reservation (infer/backends/vllm_backend.py, 0.5) and " \
+              "its HF scorer hold the weights twice; a larger card"
+    return Stage(f"worker {kind}", "infer", peak / GIB, card, tokens * per_token / 3600,
+                 need_gib=need / GIB, reserve_gib=reserve / GIB, fix=fix,
+                 detail={"jobs": n_jobs, "tokens": tokens, "engine_need_gib": need / GIB,
+                         "engine_reserve_gib": reserve / GIB, "scoring_gib": scoring / GIB})
+
+
+def judge_stage(cfg, card: Card, trajectories: float) -> Stage:
+    shape = pd.shape(cfg["judge.model"])
+    reserve = pd.assume("judge_vllm_gpu_memory_utilization") * card.memory_gib * GIB
+    need = 2 * shape.params() + pd.assume("judge_max_model_len") * shape.kv_bytes_per_token() + \
+        pd.assume("engine_overhead_gib") * GIB
+    tokens = trajectories * pd.assume("judge_tokens_per_trajectory")
+    seconds = 2 * shape.params() * tokens / (card.bf16_tflops * 1e12 * pd.assume("decode_compute_share"))
+    fix = "" if need <= reserve else "JUDGE_ARGS='--max-model-len 8192' (a shorter judge context)"
+    return Stage(f"judge {cfg['judge.model'].split('/')[-1]}" + (" (assumed shapes)" if shape.assumed else ""), "infer",
+                 reserve / GIB, card, seconds / 3600, need_gib=need / GIB, reserve_gib=reserve / GIB, fix=fix,
+                 detail={"trajectories": trajectories})

@@ -1,0 +1,176 @@
+"""`python -m train.plan --scale 3b --gpu h100-80gb [--num-gpus 8] [--override k=v ...]`: will the study fit,
+and how long will it take (docs/plan.md). Runs on CPU in the train environment at every scale: the passes are
+measured with fake tensors (train/fake_pass.py), nothing is cached. Exit 1 when a stage does not fit, naming the
+setting that would make it fit; 2 on a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from train import plan_data as pd
+from train.plan_data import Shape
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def measure_scale(cfg, shape: Shape, log=_say) -> dict:
+    """The scale's measured passes at the real shapes: resident bytes, update and rollout passes, the scorer."""
+    from infer.kinds import token_budget
+    from train import fake_pass as fp
+
+    t0 = time.time()
+    resident, trainable = fp.resident(cfg, shape)
+    log(f"[plan] measuring the update pass (fake tensors, {shape.name}) ...")
+    update = fp.measure_depth(cfg, shape, "update")
+    log(f"[plan] measuring the rollout passes ... ({time.time() - t0:.0f}s)")
+    rollout = fp.measure_depth(cfg, shape, "rollout")
+    log(f"[plan] measuring the workers' scoring pass ... ({time.time() - t0:.0f}s)")
+    seq = cfg["data.max_prompt_tokens"] + token_budget(cfg)
+    got = {d: fp.measure_scorer(cfg, shape, d, int(pd.assume("worker_scorer_batch")), seq, cfg["probe.entropy_chunk"])
+           for d in fp.DEPTHS}
+    scorer = fp.Measured(fp.extrapolate({d: m.peak_bytes for d, m in got.items()}, shape.layers),
+                         fp.extrapolate({d: m.flops for d, m in got.items()}, shape.layers))
+    log(f"[plan] measured in {time.time() - t0:.0f}s")
+    return {"resident": resident, "trainable": trainable, "update": update, "rollout": rollout,
+            "scorer": {"pass": scorer, "trainable": trainable}}
+
+
+def objective_bytes(cfg, shape: Shape) -> float:
+    """Peak bytes of the method's objective_loss and its backward on (B, T) inputs alone (the part of the
+    update that differs between objectives). Real CPU tensors (B x T fp32: a few MiB): some objectives select
+    tokens by value (Clip-Cov's covariance mask), which fake tensors cannot."""
+    import torch
+
+    from train import fake_pass as fp
+
+    B, T = cfg["train.per_device_batch"], cfg["train.max_completion_tokens"]
+    logps = torch.zeros(B, T, requires_grad=True)
+    ids = torch.randint(0, shape.vocab, (B, T))
+    tr = fp.Tracker()
+    with tr:
+        fp._loss(cfg, logps, torch.zeros(B, T), ids, T, B).backward()
+    return float(tr.peak)
+
+
+def study_jobs(cfg, scale: str, methods) -> dict:
+    """{kind: (jobs, cost units)} the study plans (infer/kinds' own checkpoint choice and cost), every run's
+    checkpoints every save_steps steps, the base policy's jobs once; and the probe's sampled trajectories."""
+    from infer import kinds
+    from infer.kinds import BASE, PlanContext
+    from infer.kinds.registry import Checkpoint, adapter_rel
+    from infer.plan import NOMINAL_SIZES, dense_trace, milestones
+    from train.envelope import steps_and_rollouts
+
+    steps, _ = steps_and_rollouts(cfg)
+    save = cfg["train.save_steps"]
+    out: dict[str, tuple[int, float]] = {}
+    seen = set()
+    for method in methods:
+        ckpts = [Checkpoint(method, s, adapter_rel(scale, method, s)) for s in range(save, steps + 1, save)]
+        p = PlanContext(cfg, scale, method, ckpts, milestones(cfg, ckpts), dense_trace(cfg, ckpts), dict(NOMINAL_SIZES))
+        for name in cfg["measure.kinds"]:
+            k = kinds.get(name)
+            for ck, extra in k.checkpoints(p):
+                if ck is BASE and (name, "base") in seen:
+                    continue
+                seen.add((name, "base") if ck is BASE else (name, ck.tag))
+                n, c = out.get(name, (0, 0.0))
+                out[name] = (n + 1, c + float(k.cost(p, extra)))
+    return out
+
+
+def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say) -> dict:
+    """Every stage of `scale` on card `gpu`, and the study's totals (GPU-hours; makespan bound on N GPUs)."""
+    from rcea.config import METHODS, load_config
+    from train import envelope as ev
+
+    card = pd.card(gpu)
+    methods = list(methods or METHODS)
+    base_cfg = load_config(scale, "grpo", list(overrides))   # the passes' loss: GRPO's (objective_bytes: the rest)
+    shape = pd.shape(base_cfg["model.name"])
+    m = measure_scale(base_cfg, shape, log)
+    stages = []
+    for method in methods:
+        cfg = load_config(scale, method, list(overrides))
+        stages.append(ev.train_stage(cfg, shape, card, m, objective_bytes(cfg, shape)))
+    if base_cfg["train.use_vllm"]:
+        stages.append(ev.engine_stage(base_cfg, shape, card, m))
+    jobs = study_jobs(base_cfg, scale, methods)
+    for kind in base_cfg["measure.kinds"]:
+        stages.append(ev.worker_stage(base_cfg, shape, card, kind, m["scorer"], jobs))
+    probe_jobs, _ = jobs.get("probe", (0, 0.0))
+    stages.append(ev.judge_stage(base_cfg, card, probe_jobs * base_cfg["probe.n_questions"] * base_cfg["probe.k"]))
+    return {"scale": scale, "card": card, "stages": stages, "measured": m}
+
+
+def totals(stages, num_gpus: int) -> tuple[float, float]:
+    """(study GPU-hours, makespan lower bound in hours on `num_gpus` GPUs): max(the longest training run plus
+    the measurement that must follow it, all GPU-hours / num_gpus); benchmarks/scheduler.py's elastic order came
+    within 1.11 x this bound."""
+    total = sum(s.hours for s in stages)
+    runs = [s.hours for s in stages if s.role == "train"]
+    n_runs = max(1, sum(1 for s in stages if s.name.startswith("train ")))
+    follow = sum(s.hours for s in stages if s.role == "infer") / n_runs / max(1, num_gpus - 1)
+    return total, max((max(runs) if runs else 0.0) + follow, total / num_gpus)
+
+
+def render(result: dict, num_gpus: int) -> list[str]:
+    card = result["card"]
+    head = pd.assume("headroom")
+    lines = [f"plan {result['scale']} on {card.name} ({card.memory_gib:g} GiB, fits = peak <= {head:g} x card; "
+             f"{card.bf16_tflops:g} bf16 TFLOPs, {card.bandwidth_gbs:g} GB/s)",
+             f"{'stage':<34} {'peak GiB':>9} {'card GiB':>9} {'fits':>5} {'GPU-hours':>10}"]
+    for s in result["stages"]:
+        need = f"  (needs {s.need_gib:.1f} of its {s.reserve_gib:.1f} GiB reservation)" if s.need_gib is not None else ""
+        lines.append(f"{s.name:<34} {s.peak_gib:>9.1f} {card.memory_gib:>9.1f} {'yes' if s.fits else 'NO':>5} "
+                     f"{s.hours:>10.1f}{need}" + ("" if s.fits else f"  -> fix: {s.fix}"))
+    total, span = totals(result["stages"], num_gpus)
+    lines.append(f"study: {total:,.0f} GPU-hours; makespan on {num_gpus} GPU(s) at least {span:,.1f} h "
+                 f"({span / 24:.1f} days)")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m train.plan", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", required=True)
+    ap.add_argument("--gpu", default="", help="card name (configs/plan.toml [cards]); default: the scale's first "
+                    "training card ([targets])")
+    ap.add_argument("--num-gpus", type=int, default=8)
+    ap.add_argument("--override", action="append", default=[])
+    a = ap.parse_args(argv)
+    from rcea.config import SCALES, ConfigError
+
+    try:
+        if a.scale not in SCALES:
+            raise ConfigError(f"unknown scale {a.scale!r}; valid scales: {', '.join(SCALES)}")
+        if a.num_gpus < 1:
+            raise ConfigError(f"--num-gpus must be >= 1, got {a.num_gpus}")
+        from rcea.config import load_config
+        from rcea.launch import tiny_model
+
+        if tiny_model(load_config(a.scale, None, a.override)):
+            print(f"plan {a.scale}: the tiny model trains and measures on CPU; no GPU stage to plan")
+            return 0
+        gpu = a.gpu or pd.targets(a.scale)["train"][0]
+        pd.card(gpu)
+        result = plan(a.scale, gpu, a.override)
+    except ConfigError as exc:
+        print(f"plan: {exc}", file=sys.stderr)
+        return 2
+    for line in render(result, a.num_gpus):
+        print(line)
+    bad = [s for s in result["stages"] if not s.fits]
+    for s in bad:
+        why = (f"needs {s.need_gib:.1f} GiB of its {s.reserve_gib:.1f} GiB reservation"
+               if s.need_gib is not None and s.need_gib > s.reserve_gib else
+               f"{s.peak_gib:.1f} GiB > {pd.assume('headroom'):g} x {result['card'].memory_gib:g} GiB")
+        print(f"plan: {s.name} does not fit {result['card'].name}: {why}; fix: {s.fix}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
