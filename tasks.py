@@ -26,14 +26,28 @@ from orchestrate.ops import outside as ot
 from orchestrate.ops.commands import (
     AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command, audit_serve_command,
     check_overrides, check_workers, choice, codebook_commands, data_root, enqueue_command, judge_commands,
-    local_command, parse_methods, published_dir, role_command, status_command, train_command, warm_start_command,
-    publish_command, workers_command)
+    local_command, parse_methods, plan_command, published_dir, role_command, status_command, train_command,
+    warm_start_command, publish_command, workers_command)
 from orchestrate.ops.shell import is_dry, require_compose, run_all, say_overrides, share_overrides
 from rcea.progress import duration
 
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
 H_METHOD = f"RL objective: {', '.join(METHODS)}"
 H_WORKERS = f"measurement workers 1..{MAX_WORKERS}, processes or one GPU each (default: configs/scales/*.toml)"
+H_GPU = "card the plan checks (configs/plan.toml [cards]; default: the scale's first training card)"
+
+
+def _plan_first(c, scale: str, gpu: str, overrides) -> None:
+    """A scale launched on GPUs: the resource plan (train.plan, CPU) before any container starts; a stage that
+    does not fit stops here with the plan's lines and the setting that would fit."""
+    if launch(scale).local:
+        return
+    print(f"=== plan: will {scale} fit? (python -m train.plan, CPU, about half a minute)", flush=True)
+    got = run_all(c, [plan_command(scale, gpu, overrides=overrides)], warn=True)[0]
+    if got is not None and got.exited:
+        raise Exit(f"stopped before any container started: the plan above says a stage does not fit; set the fix "
+                   f"it names (--override ...), or check another card with `invoke plan --scale {scale} --gpu ...`",
+                   code=1)
 
 
 def _at(c, scale: str, what: str, tiny_hint: str, gpu: bool = True) -> str:
@@ -51,9 +65,21 @@ def prepare(c, scale="tiny"):
 
 
 @task(iterable=["override"], help={
+    "scale": H_SCALE, "gpu": "card name (configs/plan.toml [cards], e.g. h100-80gb, rtx-pro-6000-96gb, "
+    "rtx-5090-32gb)", "num-gpus": "GPUs of the study (makespan)",
+    "override": "config override key=value (repeatable)"})
+def plan(c, scale="3b", gpu="h100-80gb", num_gpus=8, override=None):
+    """Will it fit, and how long: every stage's peak GPU memory, fits yes/no, GPU-hours; the study's total and
+    makespan (docs/plan.md). Runs locally on CPU (fake tensors) at every scale; exit 1 names the fix."""
+    choice("scale", scale, SCALES)
+    run_all(c, [plan_command(scale, gpu, int(num_gpus), check_overrides(override, scale))])
+
+
+@task(iterable=["override"], help={
     "method": H_METHOD, "scale": H_SCALE, "max-steps": "stop after N optimizer steps (0: the config's)",
-    "resume": "resume from the latest checkpoint", "override": "config override key=value (repeatable)"})
-def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=None):
+    "resume": "resume from the latest checkpoint", "override": "config override key=value (repeatable)",
+    "gpu": H_GPU})
+def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=None, gpu=""):
     """Train one method at one scale (tiny: local .envs/train; 3b/7b: the training container, 1 GPU)."""
     choice("method", method, METHODS)
     choice("scale", scale, SCALES)
@@ -61,6 +87,7 @@ def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=No
                          overrides=check_overrides(override, scale))
     say_overrides(c)
     _at(c, scale, "training", f"invoke train --method {method} --scale tiny")
+    _plan_first(c, scale, gpu, check_overrides(override, scale))
     run_all(c, [argv])
 
 
@@ -136,8 +163,9 @@ def aggregate(c, scale="tiny", skip_bad_parts=False):
     "scale": H_SCALE, "methods": f"comma list of: {', '.join(METHODS)} (default: all seven)",
     "num-workers": H_WORKERS, "engine": f"how stages run: {', '.join(st.EXECUTORS)} (train and workers as Ray tasks)",
     "address": "Ray head HOST:PORT for --engine ray (default: start a local Ray)",
-    "override": "config override key=value for every stage (repeatable)"})
-def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="local", address="", override=None):
+    "override": "config override key=value for every stage (repeatable)", "gpu": H_GPU})
+def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="local", address="", override=None,
+          gpu=""):
     """The whole study at one scale, stage by stage; a rerun skips what is complete.
 
     Stages: prepare, train (the measurement workers start with it; each run's measurements start as soon as it has
@@ -149,6 +177,7 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
     share_overrides(c, check_overrides(override, scale))
     st.check_endpoints(scale, dry=is_dry(c))   # the judge and codebook serve their models, or stop before GPU work
     _at(c, scale, "the study", "invoke study --scale tiny")
+    _plan_first(c, scale, gpu, [])   # the overrides travel in $RCEA_OVERRIDES (share_overrides), which it reads
     _run(c, "study", scale, stages, execute)
 
 

@@ -22,7 +22,8 @@ from rcea.paths import project_root
 
 WHATS = (*KINDS, "all")
 # Which environment (and container) runs each entry module.
-ENV_OF = {"rcea.prepare": "train", "rcea.warmstart_rebuild": "train", "train": "train", "train.seeds": "train", "infer": "infer",
+ENV_OF = {"rcea.prepare": "train", "rcea.warmstart_rebuild": "train", "train": "train", "train.seeds": "train",
+          "train.plan": "train", "infer": "infer",
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "infer.outside": "infer",
           "aggregate": "aggregate",
           "rcea.publish": "aggregate"}
@@ -107,6 +108,15 @@ def role_command(module: str, args, scale: str, run_opts=()) -> list[str]:
 def with_scale(scale: str, argv: list[str], **env) -> list[str]:
     """`env RCEA_SCALE=S [K=V ...] docker compose up ...`: the scale of services started by `up`."""
     return ["env", f"RCEA_SCALE={scale}", *(f"{k}={v}" for k, v in env.items()), *argv]
+
+
+def plan_command(scale: str, gpu: str = "", num_gpus: int = 0, overrides=()) -> list[str]:
+    """`python -m train.plan`: the resource plan, always a local process on CPU (fake tensors), at every scale;
+    no --gpu: the scale's first training card (configs/plan.toml [targets])."""
+    args = ["--scale", scale, *(["--gpu", gpu] if gpu else []), *(["--num-gpus", str(num_gpus)] if num_gpus else [])]
+    for o in overrides:
+        args += ["--override", o]
+    return local_command("train.plan", args)
 
 
 def train_args(method, scale, max_steps=0, resume=False, overrides=()) -> list[str]:
