@@ -25,10 +25,12 @@ from orchestrate.ops import study as st
 from orchestrate.ops import outside as ot
 from orchestrate.ops.commands import (
     AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command, audit_serve_command,
-    check_overrides, check_workers, choice, codebook_commands, data_root, enqueue_command, judge_commands,
+    check_overrides, check_workers, choice, codebook_commands, data_root, enqueue_command, hand_worker_gpus,
+    judge_commands,
     local_command, parse_methods, plan_command, published_dir, role_command, status_command, train_command,
     warm_start_command, publish_command, workers_command)
-from orchestrate.ops.shell import is_dry, require_compose, run_all, say_overrides, share_overrides
+from orchestrate.ops.shell import (
+    host_gpu_count, is_dry, require_compose, run_all, say_overrides, share_overrides, training_gpus)
 from rcea.progress import duration
 
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
@@ -110,7 +112,11 @@ def workers(c, scale="tiny", num_workers=None, lease=0):
     if float(lease) < 0:
         raise Exit(f"invalid --lease {lease!r}; seconds > 0 (0: the worker's default, 300)", code=2)
     _at(c, scale, "the inference workers", "invoke workers --scale tiny")
-    run_all(c, [workers_command(scale, n, lease=float(lease))])
+    gpus = () if launch(scale).local else hand_worker_gpus(scale, n, training_gpus(), host_gpu_count())
+    if gpus:
+        print(f"a training container is running: the workers avoid its GPUs and the scale's train_gpus, and take "
+              f"GPU{'s' * (len(gpus) > 1)} {','.join(map(str, gpus))}" + (f" ({len(gpus)} of {n})" if len(gpus) < n else ""))
+    run_all(c, [workers_command(scale, n, lease=float(lease), gpus=gpus)])
 
 
 @task(help={"scale": H_SCALE})

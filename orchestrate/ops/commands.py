@@ -168,6 +168,23 @@ def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = T
     return with_scale(scale, compose("up", *how, WORKERS_GROUP), **env)
 
 
+def hand_worker_gpus(scale: str, n: int, training: set[int] | None, host_gpus: int | None = None) -> tuple[int, ...]:
+    """The GPUs of `n` hand-started GPU workers (`invoke workers`): () (compose.yaml's worker i on GPU i) when no
+    training container runs (`training` None; shell.training_gpus); else the first `n` of the host's GPUs
+    (`host_gpus` of them, MAX_WORKERS when not known) that neither a running training container (`training`,
+    the host GPU indices they name) nor the scale's train_gpus (rcea.launch) holds, so no worker shares a GPU
+    with a training job (possibly fewer than `n`)."""
+    if training is None:
+        return ()
+    busy = training | set(launch(scale).train_gpus)
+    free = tuple(g for g in range(min(host_gpus or MAX_WORKERS, MAX_WORKERS)) if g not in busy)
+    if not free:
+        raise Exit(f"training holds every GPU of this host (GPUs {','.join(map(str, sorted(busy)))}): start the "
+                   "workers when it ends, or with a study (invoke study), which keeps them off its training GPUs",
+                   code=2)
+    return free[:n]
+
+
 def warm_start_command(write: bool = False, steps: int = 0) -> list[str]:
     """Rebuild the shipped tiny warm start and compare it (rcea.warmstart_rebuild); --write replaces it."""
     return local_command("rcea.warmstart_rebuild", ["--rebuild", *(["--write"] if write else []),

@@ -55,6 +55,34 @@ def _probe(argv) -> bool:
         return False
 
 
+def training_gpus() -> set[int] | None:
+    """The host GPUs that running training containers of this project name in their GPU requests (Compose's
+    labels: project rcea, service train), an empty set for ones that name none; None when no training
+    container runs or Docker cannot say (no engine)."""
+    def out(argv) -> str:
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return res.stdout if res.returncode == 0 else ""
+
+    ids = out(["docker", "ps", "-q", "--filter", "label=com.docker.compose.project=rcea",
+               "--filter", "label=com.docker.compose.service=train"]).split()
+    if not ids:
+        return None
+    fmt = "{{range .HostConfig.DeviceRequests}}{{range .DeviceIDs}}{{.}} {{end}}{{end}}"
+    return {int(g) for g in out(["docker", "inspect", "--format", fmt, *ids]).split() if g.isdigit()}
+
+
+def host_gpu_count() -> int | None:
+    """GPUs on this host (nvidia-smi -L), None when it cannot say."""
+    try:
+        res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return len([ln for ln in res.stdout.splitlines() if ln.startswith("GPU ")]) if res.returncode == 0 else None
+
+
 def compose_available() -> bool:
     return _probe(["docker", "compose", "version"])
 

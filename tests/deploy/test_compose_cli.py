@@ -196,3 +196,15 @@ def test_a_study_puts_its_workers_on_the_gpus_that_do_not_train(compose):
         assert not {g for ids in held.values() for (g,) in ids} & {str(g) for g in lc.train_gpus}
     argv = commands.workers_command("3b", 2)   # invoke workers --num-workers 2: defaults, no variable set
     assert not any(a.startswith("INFER_GPU_") for a in argv)
+
+
+def test_compose_puts_the_hand_started_workers_off_the_training_gpu(compose):
+    """Issue 38: `invoke workers` by hand while training runs on GPU 0 (tests/deploy/test_hand_workers.py), read
+    by Compose: workers 0..2 hold GPUs 1..3, none holds the training GPU 0."""
+    from orchestrate.ops import commands
+
+    argv = commands.workers_command("3b", 3, gpus=commands.hand_worker_gpus("3b", 3, {0}, 8))
+    env = dict(a.split("=", 1) for a in argv[1:argv.index("docker")])
+    svcs = services_of(compose("config", "--format", "json", "infer-workers", **env))
+    held = {w: [d["device_ids"] for d in gpus(s)] for w, s in svcs.items() if w != "infer-workers"}
+    assert held == {WORKERS[0]: [["1"]], WORKERS[1]: [["2"]], WORKERS[2]: [["3"]]}, held
