@@ -98,6 +98,24 @@ def report(results: list[dict]) -> bool:
     return all(r.get("ok", True) for r in results)
 
 
+def prediction_table(predicted: dict, measured: dict) -> list[str]:
+    """The planner's prediction (train/plan.py) against what a device check measured, one line per stage named in
+    either: {stage: (peak GiB or None, seconds per step or None)}, and measured / predicted where both exist."""
+    def num(x, width: int) -> str:
+        return f"{'-':>{width}}" if x is None else f"{x:{width}.1f}"
+
+    def ratio(m, p):
+        return "-" if m is None or p is None or p <= 0 else f"{m / p:.2f}"
+
+    width = max([len("stage"), *map(len, predicted), *map(len, measured)])
+    lines = [f"{'stage':<{width}} {'GiB pred':>9} {'GiB meas':>9} {'ratio':>6} {'s pred':>8} {'s meas':>8} {'ratio':>6}"]
+    for stage in [*predicted, *[k for k in measured if k not in predicted]]:
+        (pg, ps), (mg, ms) = predicted.get(stage, (None, None)), measured.get(stage, (None, None))
+        lines.append(f"{stage:<{width}} {num(pg, 9)} {num(mg, 9)} {ratio(mg, pg):>6} "
+                     f"{num(ps, 8)} {num(ms, 8)} {ratio(ms, ps):>6}")
+    return lines
+
+
 def run_part(module: str, args: list[str], dispatch, timeout: float | None = None) -> dict:
     """One check: on CPU in this process (faster; no GPU memory to isolate), on a GPU in a fresh
     `python -m <module> --_part ...` process so its peak memory is its own. A crash, or a child still running

@@ -47,6 +47,9 @@ Checks, one line each per scale:
                    probability POWER (0.999; 1.1e-4 per token at 3B: 32 completions of 2,048 tokens); the
                    line prints that power and the rate measured on the raised model. EOS is not raised: every
                    sampler stops there, so only a non-EOS stop token shows whether the stop set is applied.
+After the check lines, on a GPU: the planner's prediction for each scale's step (train/plan.py on an 80 GB
+H100, with the check's overrides) against the measured device peak, PyTorch's allocated peak and the last
+step's seconds, one line each with measured / predicted (train/gpu_measure.py print_predictions).
 On CPU (`--cpu`) the same code runs the tiny shape with TRL's own generation (the vLLM 0.11 wheel needs a
 GPU): rollout-weights then checks that one update moved the policy measurably and says that the sampler gap
 was not measured; memory reports the peak resident memory. The sampler-gap verdict on the GPU code path is
@@ -127,16 +130,18 @@ def weights_verdict(gap_before: float, gap_after: float, moved: float) -> tuple[
                 f"policy moved {moved:.4f} from the base" + ("" if ok else ": vLLM SAMPLES FROM STALE WEIGHTS"))
 
 
+def check_overrides(steps: int, lr: float, completion: int, gpu: bool) -> list[str]:
+    over = list(CHECK_OVERRIDES) + (GPU_OVERRIDES if gpu else []) + [f"train.max_steps={steps}",
+                                                                     f"train.learning_rate={lr}"]
+    return over + ([f"train.max_completion_tokens={completion}"] if completion else [])
+
+
 def check_config(scale: str, steps: int, lr: float, completion: int, gpu: bool, overrides=()):
     """The scale's study configuration with the check's changes; TrainSetupError names a bad value."""
     from rcea.config import load_config
     from train.run import colocated_vllm
 
-    over = list(CHECK_OVERRIDES) + (GPU_OVERRIDES if gpu else []) + [f"train.max_steps={steps}",
-                                                                     f"train.learning_rate={lr}"]
-    if completion:
-        over.append(f"train.max_completion_tokens={completion}")
-    cfg = load_config(scale, "grpo", over + list(overrides))
+    cfg = load_config(scale, "grpo", check_overrides(steps, lr, completion, gpu) + list(overrides))
     if cfg["train.use_vllm"]:
         colocated_vllm(cfg)  # the engine's context must hold a prompt and its completion
     return cfg
@@ -157,21 +162,6 @@ def _build_model(shape: str, dtype, device: str):
         torch.set_default_dtype(before)
 
 
-def raise_stop(model, tokenizer, stop_ids, completions: int, length: int) -> dict | None:
-    """Raise the first non-EOS stop id's head row so that `completions` completions of `length` tokens catch a
-    sampler ignoring the stop set with probability POWER; {"name", "rate", "measured", "power"} or None when
-    the stop set holds only EOS (every sampler stops there: nothing to catch)."""
-    from train.gpu_measure import POWER, raise_stop_row, stop_power, stop_rate_for
-
-    raised = [i for i in stop_ids if i != tokenizer.eos_token_id]
-    if not raised or length < 2:
-        return None
-    got = raise_stop_row(model, raised[0], tokenizer.eos_token_id,
-                         lambda eos: stop_rate_for(POWER, eos, length, completions))
-    return {**got, "name": tokenizer.convert_ids_to_tokens(raised[0]),
-            "power": stop_power(got["measured"], got["eos"], length, completions)}
-
-
 def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int = 0, completion_tokens: int = 0,
               overrides: tuple[str, ...] = (), workdir: str | None = None) -> dict:
     """Run the steps of one scale; returns {"checks": [...], "sampler": ...}."""
@@ -184,7 +174,7 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
 
     from rcea.data import stop_strings, stop_token_ids
     from rcea.device_check import LORA_TARGETS, lora_params
-    from train.gpu_measure import MemoryWatch, base_change, engine_fraction, frozen_copy, stop_counts
+    from train.gpu_measure import MemoryWatch, base_change, engine_fraction, frozen_copy, raise_stop, stop_counts
     from train.monitor import GAP_MEAN
     from train.objectives import settings_for
     from train.progress import quiet_trainer
@@ -278,6 +268,7 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
         del before
         logs = trainer.state.log_history
         torch_peak = torch.cuda.max_memory_reserved() / 2**30 if gpu else 0.0
+        allocated = torch.cuda.max_memory_allocated() / 2**30 if gpu else None
     losses = [r["loss"] for r in logs if "loss" in r]
     gaps = {r["step"]: r[GAP_MEAN] for r in logs if GAP_MEAN in r}
     want = lora_params(shape, t["lora_rank"]) if sorted(t["lora_targets"]) == sorted(LORA_TARGETS) else None
@@ -288,8 +279,10 @@ def part_grpo(scale: str, device: str, steps: int, lr: float, prompt_tokens: int
     timing = {"setup_s": setup_s, "step_s": step_s, "train_runtime": history.metrics.get("train_runtime")}
     extra = {"base": change, "stops": stops, "stop_names": stop_strings(cfg), "stop_power": stop_power,
              "fraction": t["vllm_gpu_memory_utilization"] if t["use_vllm"] else None}
-    return {"checks": verdicts(scale, steps, losses, timing, max(mem.peak, torch_peak), total, rollouts, gaps,
-                               lora, t["use_vllm"], extra), "sampler": sampler}
+    measured = {"peak_gib": max(mem.peak, torch_peak), "allocated_gib": allocated,
+                "step_s": step_s[-1] if step_s else None}  # the last step: warm (the first compiles)
+    return {"checks": verdicts(scale, steps, losses, timing, measured["peak_gib"], total, rollouts, gaps,
+                               lora, t["use_vllm"], extra), "sampler": sampler, "measured": measured}
 
 
 def verdicts(scale, steps, losses, timing, peak, total, rollouts, gaps, lora, vllm, extra) -> list[dict]:
@@ -392,16 +385,22 @@ def main(argv=None) -> int:
             return 2
         device, prompt = "cuda", 0
     t0 = time.perf_counter()
-    results = []
+    results, measured = [], {}
     for s in scales:
         args = [s, device, str(a.steps), str(a.lr), str(prompt), str(completion), a.workdir or "-"]
         r = run_part("train.gpu_check", args, dispatch, timeout=a.timeout)
         if "checks" in r:
             print(f"{s}: sampler {r['sampler']}")
             results.extend(r["checks"])
-        else:  # the scale's process crashed or timed out: one FAIL line for it
+            measured[s] = r.get("measured")
+        else:  # the scale's process crashed or timed out: one FAIL line for it (its prediction still prints)
             results.append({**r, "check": f"grpo-steps-{s}"})
+            measured[s] = None
         sys.stdout.flush()
+    if not a.cpu:  # the planner covers GPU stages only: no table for the tiny shape
+        from train.gpu_measure import print_predictions
+
+        print_predictions(measured, lambda s: check_overrides(a.steps, a.lr, completion, gpu=True))
     return finish(results, t0)
 
 

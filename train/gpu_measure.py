@@ -11,6 +11,8 @@
                completions would catch a sampler ignoring the stop set 58% of the time), so the check raises
                the non-EOS stop id's row of the head (`raise_stop_row`) to the per-token rate `stop_rate_for`
                computes from the completion count and length, for a power of at least POWER.
+  predicted    what the planner (train/plan.py) predicts for the check's step, printed against the measured
+               peak GiB and seconds per step (`print_predictions`; GPU runs only: the plan has no CPU stage).
 """
 
 from __future__ import annotations
@@ -170,6 +172,65 @@ def raise_stop_row(model, stop_id: int, eos_id: int, rate_for, rounds: int = 4, 
             return {"rate": rate, "measured": p, "eos": eos}
     finally:
         hook.remove()
+
+
+PLAN_CARD = "h100-80gb"  # the check gives the engine an H100's GiB on any GPU (engine_fraction): plan that card
+
+
+def predicted_step(scale: str, overrides) -> dict:
+    """What the planner (train/plan.py, fake tensors on CPU, about a minute) predicts for the check's GRPO step
+    at `scale` with the check's overrides, on an 80 GB H100: {stage: (peak GiB, seconds per step)}, the whole
+    device (weights, passes, the engine's reservation unless it sleeps, the CUDA context) and PyTorch's own
+    allocated peak (the update pass's live bytes: the device peak less the engine and the CUDA context). The
+    time assumes the study's mean completion length (configs/plan.toml); a random model runs most
+    completions to the limit, so the measured step is expected to be slower."""
+    from train.plan import plan
+    from train.plan_data import assume
+
+    res = plan(scale, PLAN_CARD, list(overrides), methods=["grpo"], log=lambda msg: None)
+    st = next(s for s in res["stages"] if s.name == "train grpo")
+    d = st.detail
+    alloc = d["update_gib"] - (0.0 if d["sleep"] else d["engine_gib"]) - assume("cuda_overhead_gib")
+    return {f"{scale} grpo step, device": (st.peak_gib, st.hours * 3600 / max(d["steps"], 1)),
+            f"{scale} grpo step, PyTorch allocated": (alloc, None)}
+
+
+def measured_step(scale: str, measured: dict) -> dict:
+    """part_grpo's "measured" ({peak_gib, allocated_gib, step_s}) as predicted_step's stages."""
+    return {f"{scale} grpo step, device": (measured["peak_gib"], measured["step_s"]),
+            f"{scale} grpo step, PyTorch allocated": (measured["allocated_gib"], None)}
+
+
+def raise_stop(model, tokenizer, stop_ids, completions: int, length: int) -> dict | None:
+    """Raise the first non-EOS stop id's head row so that `completions` completions of `length` tokens catch a
+    sampler ignoring the stop set with probability POWER; {"name", "rate", "measured", "power"} or None when
+    the stop set holds only EOS (every sampler stops there: nothing to catch)."""
+    raised = [i for i in stop_ids if i != tokenizer.eos_token_id]
+    if not raised or length < 2:
+        return None
+    got = raise_stop_row(model, raised[0], tokenizer.eos_token_id,
+                         lambda eos: stop_rate_for(POWER, eos, length, completions))
+    return {**got, "name": tokenizer.convert_ids_to_tokens(raised[0]),
+            "power": stop_power(got["measured"], got["eos"], length, completions)}
+
+
+def print_predictions(measured: dict, overrides_of) -> None:
+    """Predicted (train/plan.py) vs measured peak GiB and seconds per step of each scale that ran; a planner
+    that fails is one line, not a failed check (the steps' own verdicts stand)."""
+    from rcea.device_check import prediction_table
+
+    pred, meas = {}, {}
+    for scale, m in measured.items():
+        if m:
+            meas.update(measured_step(scale, m))
+        try:
+            pred.update(predicted_step(scale, overrides_of(scale)))
+        except Exception as exc:  # noqa: BLE001 - reported, the check goes on
+            print(f"plan {scale}: the planner failed ({type(exc).__name__}: {exc}); measured numbers only")
+    if pred or meas:
+        print(f"predicted (python -m train.plan, {PLAN_CARD}) vs measured, per scale's last step:")
+        for line in prediction_table(pred, meas):
+            print("  " + line)
 
 
 class MemoryWatch:

@@ -222,3 +222,81 @@ def test_no_test_folder_passes_for_the_vllm_package():
 
     spec = importlib.util.find_spec("vllm")
     assert spec is None or spec.origin is not None, spec
+
+
+def test_prediction_table_by_hand():
+    from rcea.device_check import prediction_table
+
+    lines = prediction_table({"3b step": (50.0, 10.0), "engine": (20.0, None)},
+                             {"3b step": (55.0, 25.0), "probe": (2.0, 3.0)})
+    assert lines == [
+        "stage    GiB pred  GiB meas  ratio   s pred   s meas  ratio",
+        "3b step      50.0      55.0   1.10     10.0     25.0   2.50",
+        "engine       20.0         -      -        -        -      -",
+        "probe           -       2.0      -        -      3.0      -",
+    ]
+
+
+def test_predicted_step_reads_the_planners_training_stage(monkeypatch):
+    """A stand-in plan result: device peak and seconds per step (hours x 3600 / steps) as the stage says, and
+    PyTorch's allocated peak = the update pass's GiB less the engine (awake) and the CUDA context."""
+    import train.plan
+    from train import gpu_measure as gm
+    from train.envelope import Stage
+    from train.plan_data import assume, card
+
+    seen = {}
+
+    def plan(scale, gpu, overrides, methods, log):
+        seen.update(scale=scale, gpu=gpu, overrides=overrides, methods=methods)
+        detail = {"update_gib": 58.0, "engine_gib": 19.9, "sleep": False, "steps": 2}
+        return {"stages": [Stage("engine (colocated vLLM)", "train", 19.9, card(gpu), 0.0),
+                           Stage("train grpo", "train", 61.0, card(gpu), 0.01, detail=detail)]}
+
+    monkeypatch.setattr(train.plan, "plan", plan)
+    got = gm.predicted_step("3b", ["train.grad_accum=1"])
+    assert seen == {"scale": "3b", "gpu": "h100-80gb", "overrides": ["train.grad_accum=1"], "methods": ["grpo"]}
+    assert got == {"3b grpo step, device": (61.0, pytest.approx(18.0)),
+                   "3b grpo step, PyTorch allocated": (pytest.approx(58.0 - 19.9 - assume("cuda_overhead_gib")), None)}
+
+
+def test_the_gpu_path_prints_predicted_against_measured(monkeypatch, capsys):
+    """main() on a (stand-in) GPU host: each scale's measured peak and last step beside the planner's numbers;
+    a scale that crashed still shows its prediction; a planner that fails is one line, not a FAIL."""
+    from rcea import device_check
+    from train import gpu_measure as gm
+
+    monkeypatch.setattr(device_check, "gpu_present", lambda: True)
+    monkeypatch.setattr(gpu_check, "_gpu_stack_missing", lambda: [])
+    ran = {"3b": {"checks": [{"check": "grpo-steps-3b", "ok": True, "detail": "d"}], "sampler": "vLLM colocated",
+                  "measured": {"peak_gib": 66.0, "allocated_gib": 40.0, "step_s": 36.0}},
+           "7b": {"check": "7b", "ok": False, "detail": "crashed: CUDA out of memory"}}
+    monkeypatch.setattr(device_check, "run_part", lambda module, args, dispatch, timeout=None: ran[args[0]])
+    asked = []
+
+    def predicted(scale, overrides):
+        asked.append((scale, overrides))
+        if scale == "7b":
+            raise RuntimeError("stand-in planner failure")
+        return {"3b grpo step, device": (60.0, 12.0), "3b grpo step, PyTorch allocated": (32.0, None)}
+
+    monkeypatch.setattr(gm, "predicted_step", predicted)
+    assert gpu_check.main(["--shapes", "3b,7b"]) == 1
+    out = capsys.readouterr().out
+    assert [s for s, _ in asked] == ["3b", "7b"]
+    assert "train.grad_accum=1" in asked[0][1] and "train.max_steps=2" in asked[0][1]  # the check's own settings
+    assert re.search(r"3b grpo step, device\s+60\.0\s+66\.0\s+1\.10\s+12\.0\s+36\.0\s+3\.00$", out, re.M), out
+    assert re.search(r"3b grpo step, PyTorch allocated\s+32\.0\s+40\.0\s+1\.25\s+-\s+-\s+-$", out, re.M), out
+    assert "plan 7b: the planner failed (RuntimeError: stand-in planner failure)" in out
+    assert "FAIL grpo-steps-7b" in out
+
+
+def test_the_cpu_check_prints_no_prediction(monkeypatch, capsys):
+    """The tiny shape has no GPU stage to plan: --cpu never calls the planner."""
+    from train import gpu_measure as gm
+
+    monkeypatch.setattr(gm, "print_predictions", lambda *a: pytest.fail("the planner ran on --cpu"))
+    monkeypatch.setattr(gpu_check, "part_grpo", lambda *a, **k: {"checks": [], "sampler": "TRL generate",
+                                                                  "measured": {}})
+    assert gpu_check.main(["--cpu"]) == 0
+    assert "predicted" not in capsys.readouterr().out
