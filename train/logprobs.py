@@ -28,9 +28,11 @@ from contextlib import nullcontext
 from functools import partial
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
+from trl.trainer.utils import entropy_from_logits
+
+SUB_ROWS = 128  # rows per logsumexp / entropy temporary inside a chunk (TRL's entropy_from_logits default)
 
 
 def _parts(model) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -66,18 +68,18 @@ def _chunk_logps(head, autocast, temperature: float, entropy_out: list | None, h
 
     Logits z = head(h) under the forward's autocast, upcast to fp32 as the prepared forward returns them,
     divided by the temperature; log p(id) = z[id] - logsumexp(z) (TRL's `selective_log_softmax`, fp32
-    branch). The entropy, -sum p log p of log_softmax(z) (TRL's `entropy_from_logits`), is appended to
-    `entropy_out` without grad, once: under checkpointing this function runs again in the backward, and
-    that second call skips it.
+    branch), the logsumexp's (SUB_ROWS, V) temporaries a few rows at a time. The entropy, -sum p log p of
+    log_softmax(z) (TRL's own `entropy_from_logits`), is appended to `entropy_out` without grad, once: under
+    checkpointing this function runs again in the backward, and that second call skips it.
     """
     with autocast():
         z = head(h)                                          # (n, V) logits, bf16 under bf16 autocast
     z = z.float() / temperature                              # (n, V) fp32
-    logp = z.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)   # (n,) nats
+    lse = torch.cat([torch.logsumexp(part, dim=-1) for part in z.split(SUB_ROWS)])    # (n,), SUB_ROWS at a time
+    logp = z.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - lse                          # (n,) nats
     if entropy_out is not None and not entropy_out:
         with torch.no_grad():
-            lp = F.log_softmax(z, dim=-1)                    # (n, V) nats
-            entropy_out.append(-(lp.exp() * lp).sum(-1))     # (n,) nats
+            entropy_out.append(entropy_from_logits(z, chunk_size=SUB_ROWS))          # (n,) nats
     return logp
 
 

@@ -127,7 +127,7 @@ TOL = {"fp32": dict(logp=1e-5, grad_rel=1e-5), "bf16": dict(logp=4e-3, grad_rel=
 
 
 @pytest.mark.parametrize("precision,checkpointing", [("fp32", False), ("bf16", True)])
-def test_chunked_pass_equals_trl(tiny_path, precision, checkpointing):
+def test_chunked_pass_equals_trl(tiny_path, precision, checkpointing, monkeypatch):
     model = prepared_policy(tiny_path, precision, checkpointing)
     vocab = model.get_output_embeddings().weight.size(0)
     data = batch(vocab)
@@ -136,7 +136,9 @@ def test_chunked_pass_equals_trl(tiny_path, precision, checkpointing):
     assert ref_logp.dtype == ref_ent.dtype == torch.float32 and ref_logp.shape == (B, K)
     assert len(ref_grads) == 2 * len(LORA_TARGETS) * 3 and all(float(g.abs().max()) > 0 for g in ref_grads.values())
     tol = TOL[precision]
-    for chunk in (1, 7, 40, 4096):  # 7 does not divide B*K = 40; 4096 is one chunk
+    for chunk, sub in ((1, None), (7, None), (40, None), (4096, None), (40, 3)):  # 7 does not divide B*K = 40
+        if sub:  # logsumexp / entropy temporaries of 3 rows inside 40-row chunks (128 at the real scales)
+            monkeypatch.setattr("train.logprobs.SUB_ROWS", sub)
         logp, ent, loss, grads = run(model, data, temperature, chunk)
         assert logp.dtype == ent.dtype == torch.float32 and not ent.requires_grad
         torch.testing.assert_close(logp, ref_logp, rtol=0, atol=tol["logp"])
