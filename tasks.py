@@ -25,7 +25,7 @@ from orchestrate.ops import study as st
 from orchestrate.ops import outside as ot
 from orchestrate.ops.commands import (
     AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command, audit_serve_command,
-    check_overrides, check_workers, choice, codebook_commands, data_root, enqueue_command, hand_worker_gpus,
+    check_overrides, check_workers, choice, codebook_commands, enqueue_command, hand_worker_gpus, host_data,
     judge_commands,
     local_command, parse_methods, plan_command, published_dir, role_command, status_command, train_command,
     warm_start_command, publish_command, workers_command)
@@ -40,10 +40,8 @@ H_GPU = "card the plan checks (configs/plan.toml [cards]; default: the scale's f
 
 
 def _plan_first(c, scale: str, gpu: str, overrides) -> None:
-    """A scale launched on GPUs: the resource plan (train.plan, CPU) before any container starts; a stage that
-    does not fit stops here with the plan's lines and the setting that would fit."""
-    if launch(scale).local:
-        return
+    """The resource plan (train.plan, CPU) before any container starts (`_at`); a stage that does not fit stops
+    here with the plan's lines and the setting that would fit."""
     print(f"=== plan: will {scale} fit? (python -m train.plan, CPU, about half a minute)", flush=True)
     got = run_all(c, [plan_command(scale, gpu, overrides=overrides)], warn=True)[0]
     if got is not None and got.exited:
@@ -52,10 +50,14 @@ def _plan_first(c, scale: str, gpu: str, overrides) -> None:
                    code=1)
 
 
-def _at(c, scale: str, what: str, tiny_hint: str, gpu: bool = True) -> str:
-    """Validate the scale; a scale launched through Compose needs Docker (or `--dry`)."""
+def _at(c, scale: str, what: str, tiny_hint: str, gpu: bool = True, plan=None) -> str:
+    """Validate the scale; a scale launched through Compose needs Docker (or `--dry`), and with `plan` (card,
+    overrides) its resource plan says the GPU work fits first (docs/architecture.md: one of the two branches
+    on a launcher outside rcea/launch.py)."""
     if not launch(choice("scale", scale, SCALES)).local:
         require_compose(c, what, f"run it locally at the tiny scale: {tiny_hint}" if gpu else tiny_hint, gpu)
+        if plan is not None:
+            _plan_first(c, scale, *plan)
     return scale
 
 
@@ -88,8 +90,7 @@ def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=No
     argv = train_command(method, scale, max_steps=max_steps, resume=resume,
                          overrides=check_overrides(override, scale))
     say_overrides(c)
-    _at(c, scale, "training", f"invoke train --method {method} --scale tiny")
-    _plan_first(c, scale, gpu, check_overrides(override, scale))
+    _at(c, scale, "training", f"invoke train --method {method} --scale tiny", plan=(gpu, check_overrides(override, scale)))
     run_all(c, [argv])
 
 
@@ -112,7 +113,7 @@ def workers(c, scale="tiny", num_workers=None, lease=0):
     if float(lease) < 0:
         raise Exit(f"invalid --lease {lease!r}; seconds > 0 (0: the worker's default, 300)", code=2)
     _at(c, scale, "the inference workers", "invoke workers --scale tiny")
-    gpus = () if launch(scale).local else hand_worker_gpus(scale, n, training_gpus(), host_gpu_count())
+    gpus = hand_worker_gpus(scale, n, launch(scale).training_containers(training_gpus), host_gpu_count)
     if gpus:
         print(f"a training container is running: the workers avoid its GPUs and the scale's train_gpus, and take "
               f"GPU{'s' * (len(gpus) > 1)} {','.join(map(str, gpus))}" + (f" ({len(gpus)} of {n})" if len(gpus) < n else ""))
@@ -160,8 +161,8 @@ def audit(c, scale="tiny", sample=False, serve=False, import_="", report=False, 
                                                   "(the report lists each skipped file); default: stop"})
 def aggregate(c, scale="tiny", skip_bad_parts=False):
     """Aggregate the inference tables into the paper's tables and figures (CPU only)."""
-    _at(c, scale, "aggregation", f"copy data/infer/{scale}/tables out of the volume and run here "
-        f"`.envs/aggregate/bin/python -m aggregate --input TABLES --output OUT --scale {scale}`", gpu=False)
+    _at(c, scale, "aggregation", f"run here `.envs/aggregate/bin/python -m aggregate --input data/infer/{scale}/"
+        f"tables --output data/results/{scale} --scale {scale}`", gpu=False)
     run_all(c, [aggregate_command(scale, skip_bad_parts), publish_command(scale)])   # and the copy in results/<scale>/
 
 
@@ -182,8 +183,7 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
     execute = st.executor(engine, scale, parse_methods(methods), address, None if num_workers is None else n)
     share_overrides(c, check_overrides(override, scale))
     st.check_endpoints(scale, dry=is_dry(c))   # the judge and codebook serve their models, or stop before GPU work
-    _at(c, scale, "the study", "invoke study --scale tiny")
-    _plan_first(c, scale, gpu, [])   # the overrides travel in $RCEA_OVERRIDES (share_overrides), which it reads
+    _at(c, scale, "the study", "invoke study --scale tiny", plan=(gpu, []))   # overrides: in $RCEA_OVERRIDES
     _run(c, "study", scale, stages, execute)
 
 
@@ -192,8 +192,7 @@ def _run(c, name: str, scale: str, stages, execute=st.run_local) -> None:
     if is_dry(c):
         return print(f"\n=== dry run: nothing ran; the commands above are what `invoke {name}` runs")
     print(f"\n=== {name} done in {duration(took)}")
-    if launch(scale).local:
-        print(f"=== report: {data_root(scale)}/results/{scale}/report.md (tables/ and figures/ beside it)")
+    print(f"=== report: {host_data(scale)}/results/{scale}/report.md (tables/ and figures/ beside it)")
     print(f"=== results: {published_dir(scale)}/ on this machine")
 
 

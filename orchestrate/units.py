@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from rcea import launch as seam   # the one place the launchers differ (argv, GPU variable, kill statuses, paths)
 from rcea import layout
 from rcea.launch import SLOT_ROLES as ROLES  # the roles whose units hold a slot
 from rcea.store import is_complete, job_complete
@@ -35,9 +36,6 @@ from rcea.store import is_complete, job_complete
 # The engines' defaults when a caller names no slots: units of each role side by side on one machine, on CPU
 # (each uses one CPU thread) or on GPUs (one per unit). A study passes its scale's own (rcea.launch `slots`).
 SLOTS = {"cpu": {"train": 2, "infer": 1}, "gpu": {"train": 1, "infer": 8}}
-# Exit statuses of `docker compose run` when its container was killed (SIGKILL: `docker kill`, the OOM killer;
-# SIGTERM): a retry may cure them, as a killed local process.
-CONTAINER_KILLED = (137, 143)
 PARTS_KEPT = "measurements"   # in a set-aside run folder: the table parts of its checkpoints (TrainUnit.set_aside)
 
 
@@ -50,7 +48,9 @@ def digest(spec) -> str:
 class TrainUnit:
     """One training run. `seed` None keeps the configuration's `train.seed` and the default run folder.
     `launcher` (rcea.launch): "local", a process in the train environment; "compose", the train container of
-    compose.yaml, pinned to the GPU the executor hands it (`gpu_env`: compose.yaml's TRAIN_GPU)."""
+    compose.yaml, pinned to the GPU the executor hands it (`gpu_env`: compose.yaml's TRAIN_GPU). Either way
+    the run folder is in the host's data folder (compose.yaml bind-mounts it), so `done`, `damage` and
+    `set_aside` read and move it here at every launcher."""
 
     method: str
     scale: str
@@ -76,19 +76,9 @@ class TrainUnit:
         return load_config(self.scale, self.method, self.all_overrides()).hash("train")
 
     @property
-    def in_container(self) -> bool:
-        return self.launcher == "compose"
-
-    @property
-    def outputs_visible(self) -> bool:
-        """Whether this machine sees the run folder: a container writes into the data volume, which only the
-        train container reads (it reuses a complete run of the same settings and refuses another's)."""
-        return not self.in_container
-
-    @property
     def gpu_env(self) -> str:
         """The variable that pins the unit to the GPU an executor hands it."""
-        return "TRAIN_GPU" if self.in_container else "CUDA_VISIBLE_DEVICES"
+        return seam.gpu_variable(self.launcher)
 
     @property
     def key(self) -> str:
@@ -106,9 +96,9 @@ class TrainUnit:
     def done(self, data_root) -> bool:
         """summary.json is written (then its manifest) only after the last checkpoint, with the hash of the
         settings it was trained with: a run of other settings (the quick demo's, another override) is not this
-        unit's. False where this machine cannot see the run folder (a container's volume)."""
+        unit's."""
         summary = layout.RunFolder(self.output(data_root)).summary
-        if not self.outputs_visible or not is_complete(summary) or self.damage(data_root):
+        if not is_complete(summary) or self.damage(data_root):
             return False
         try:
             return json.loads(summary.read_text()).get("config_hash") == self.config_hash
@@ -118,8 +108,6 @@ class TrainUnit:
     def damage(self, data_root) -> str:
         """'' unless the run folder holds a finished run whose checkpoint is damaged or lost (a file's size differs
         from the checkpoint's manifest, a file or folder is missing): then one line naming it and the fix."""
-        if not self.outputs_visible:
-            return ""
         from rcea.store import DamagedRun, complete_checkpoints
 
         try:
@@ -140,7 +128,7 @@ class TrainUnit:
             theirs = json.loads(resolved.read_text()).get("hash") if resolved.exists() else None
         except (OSError, ValueError):
             theirs = None
-        if not self.outputs_visible or not theirs or theirs == self.config_hash:
+        if not theirs or theirs == self.config_hash:
             return None
         name = out.name
         kept = layout.superseded_run_dir(self.scale, name, theirs, data_root)
@@ -171,8 +159,9 @@ class TrainUnit:
         return kept
 
     def args(self, data_root) -> list[str]:
-        """`python -m train` arguments; `--resume` makes a retry continue from its newest checkpoint
-        (and a complete run is reused), so a second run of the unit is harmless."""
+        """`python -m train` arguments, `data_root` the data folder as the run's process sees it; `--resume`
+        makes a retry continue from its newest checkpoint (and a complete run is reused), so a second run of the
+        unit is harmless."""
         args = ["-m", "train", "--method", self.method, "--scale", self.scale, "--resume"]
         if self.seed is not None:
             args += ["--output", str(self.output(data_root))]
@@ -180,20 +169,24 @@ class TrainUnit:
             args += ["--override", o]
         return args
 
+    def argv(self, data_root, python: str | None = None) -> list[str]:
+        """The run's argv from its launcher (rcea.launch, the seam): a python of the train environment, or the
+        train container (-T: no TTY, its output goes to the unit's log). `data_root`: the host's data folder;
+        `python`: the local interpreter (None: `role_python`). The study's `--dry` prints it."""
+        inside = seam.view(self.launcher, str(data_root), seam.CONTAINER_DATA)
+        return seam.role_argv(self.launcher, "train", "train", self.args(inside)[2:],
+                              python=python or role_python(self.role), run_opts=("-T",))
+
     @staticmethod
     def command(batch, python: str, data_root, spec_dir) -> list[str]:
-        """The argv of a batch: a training unit runs alone, after `set_aside` made room for its settings.
-        In a container: `docker compose run --rm train python -m train ...` (the image's python, the volume's
-        data folder)."""
+        """The argv of a batch: a training unit runs alone, after `set_aside` made room for its settings."""
         if len(batch) != 1:
             raise ValueError("a training batch holds exactly one unit")
         unit = batch[0]
-        if unit.in_container:
-            return ["docker", "compose", "run", "--rm", "-T", "train", "python", *unit.args("data")]
         moved = unit.set_aside(data_root)
         if moved is not None:
             print(f"[train] {unit.output(data_root)} held a run of other settings: kept as {moved}", flush=True)
-        return [python, *unit.args(data_root)]
+        return unit.argv(data_root, python)
 
 
 @dataclass(frozen=True)
@@ -205,6 +198,7 @@ class MeasureUnit:
     payload: dict = field(hash=False)
     cost: float = 1.0
     role = "infer"
+    launcher = "local"   # a process of the infer environment wherever an executor runs it (a Ray node's own)
 
     @classmethod
     def from_job(cls, job: dict) -> "MeasureUnit":
@@ -263,8 +257,9 @@ def batches(units) -> list[list]:
 
 
 def role_python(role: str, root: Path | None = None) -> str:
-    """The interpreter of a role: $RCEA_PYTHON_<ROLE>, else .envs/<role>/bin/python of the project, else this
-    interpreter (in a role's container the image's python is the one running this code)."""
+    """The interpreter of a role: $RCEA_PYTHON_<ROLE>, else .envs/<role>/bin/python of the project (`root`;
+    None: this project, named relative to it as the dry run prints it: every unit's command runs from there),
+    else this interpreter (in a role's container the image's python is the one running this code)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; valid: {', '.join(ROLES)}")
     env = os.environ.get(f"RCEA_PYTHON_{role.upper()}")
@@ -272,5 +267,7 @@ def role_python(role: str, root: Path | None = None) -> str:
         return env
     from rcea.paths import project_root
 
-    local = (root or project_root()) / ".envs" / role / "bin" / "python"
-    return str(local) if local.exists() else sys.executable
+    local = Path(".envs") / role / "bin" / "python"
+    if (root or project_root()).joinpath(local).exists():
+        return str(root / local) if root else str(local)
+    return sys.executable

@@ -1,4 +1,5 @@
-"""Where and how a scale's study runs: the `[launch]` table of configs/scales/<scale>.toml, as one record.
+"""Where and how a scale's study runs: the `[launch]` table of configs/scales/<scale>.toml, as one record, and
+the one seam where the launchers differ.
 
 What differs between the scales besides their settings (model, dtype, batch sizes: `rcea.config`) is a value
 here, read once per scale, never a comparison with a scale's name:
@@ -8,12 +9,24 @@ here, read once per scale, never a comparison with a scale's name:
     device        "cpu" or "gpu": what a unit of each role occupies (a Ray task asks for a GPU on "gpu")
     slots         units of each role side by side on one host ({train = N, infer = M})
     workers       measurement workers started when --num-workers is not given (and $NUM_WORKERS is unset)
-    train_gpus    the host GPUs training containers are pinned to, one run per GPU side by side ([] on CPU)
+    train_gpus    the host GPUs training containers are pinned to, one run per GPU side by side (none on CPU)
     infer_gpus    the host GPUs of a study's measurement workers, one worker each, which run while training does
                   ([] on a GPU device: every GPU of the host's MAX_WORKERS not in train_gpus; none may train)
     judge_server  whether the study starts the judge / codebook model server itself (compose's `judge`)
-    data          the data folder as the role processes see it ($RCEA_DATA first under the local launcher)
-    results       the host folder the results are copied to ($RCEA_RESULTS first under the local launcher)
+    data          the host's data folder when $RCEA_DATA is unset (./data)
+    results       the host's results folder when $RCEA_RESULTS is unset (./results)
+
+One view of the data: at every launcher the data folder is the host's $RCEA_DATA (else `data`); compose.yaml
+bind-mounts it into every container at /workspace/data (the containers' working folder's `data/`), and the
+results folder ($RCEA_RESULTS, else `results`) at /workspace/results. So the driver sees every output a
+container writes, and checks it as it checks a local process's.
+
+The launcher seam (below the record): everything that differs by launcher is decided here and nowhere else in
+the study's code: the argv of a role's command (`role_argv`: a local python, or `docker compose run --rm ...`
+in the role's service), a host file handed to one (`host_file`), the measurement workers' command
+(`Launch.workers_argv`), the variable that pins a unit to its GPU (`gpu_variable`), the exit statuses of a
+killed unit (`killed`), and a host folder as the role's processes see it (`Launch.data_root`,
+`results_root`). docs/architecture.md lists the branches on launcher or device values left outside it.
 
 Not settings: nothing here changes what a unit computes, so none of it enters a configuration hash.
 Standard library only (the tools environment reads it).
@@ -57,18 +70,68 @@ class Launch:
     def gpus(self) -> bool:
         return self.device == "gpu"
 
-    def data_root(self) -> str:
-        """The data folder as the role processes see it: a container's is its volume, whatever this host sets."""
-        return os.environ.get("RCEA_DATA", self.data) if self.local else self.data
-
     def host_data(self) -> str:
-        """The study driver's folder on this host (data lock, unit logs, state/: the state store, shared with the
-        containers through a bind mount): $RCEA_DATA, else the scale's data folder (under Compose the rest of the
-        containers' data stays in the volume)."""
+        """The data folder on this host, at every launcher: $RCEA_DATA, else the scale's `data` (./data)."""
         return os.environ.get("RCEA_DATA", self.data)
 
+    def host_results(self) -> str:
+        """The results folder on this host, at every launcher: $RCEA_RESULTS, else the scale's `results`."""
+        return os.environ.get("RCEA_RESULTS", self.results)
+
+    def data_root(self) -> str:
+        """The data folder as the role processes see it: the host's (a local process), or its mount point in
+        a container (compose.yaml: /workspace/data, `data` in the containers' working folder)."""
+        return view(self.launcher, self.host_data(), CONTAINER_DATA)
+
     def results_root(self) -> str:
-        return os.environ.get("RCEA_RESULTS", self.results) if self.local else self.results
+        return view(self.launcher, self.host_results(), CONTAINER_RESULTS)
+
+    def argv(self, role: str, module: str, args, run_opts=()) -> list[str]:
+        return role_argv(self.launcher, role, module, args, run_opts=run_opts)
+
+    def default_workers(self, env_value: str = "") -> int | str:
+        """Workers without --num-workers: Compose's NUM_WORKERS (`env_value`: the shell's, else .env's, as a bare
+        `docker compose up infer-workers` reads it) under Compose, else the scale's `workers`."""
+        return (env_value if self.launcher == "compose" else "") or self.workers
+
+    @property
+    def each_worker(self) -> str:
+        return "one GPU each" if self.gpus else "one CPU process each"
+
+    def workers_phrase(self, n: int, gpus) -> str:
+        """`n` measurement workers in words, on `gpus` (worker_gpus) or as local processes."""
+        if self.gpus:
+            return f"{n} GPU worker{'s' * (n > 1)} on GPU{'s' * (n > 1)} {','.join(map(str, gpus))}"
+        return f"{n} local worker process{'es' * (n > 1)}"
+
+    def workers_argv(self, num_workers: int, detach: bool = True, lease: float = 0, gpus=None) -> list[str]:
+        """The measurement workers. Local: `num_workers` worker processes of the infer environment until the
+        queue is empty and not held open. Compose: `docker compose up` of compose.yaml's `infer-workers` group
+        (workers 0..NUM_WORKERS-1 and a follower of the queue; the same as a bare `docker compose up
+        infer-workers` with that NUM_WORKERS), worker i on host GPU gpus[i] (INFER_GPU_<i>) when `gpus` is
+        given; detached, or attached to every container and stopping them all if one fails."""
+        lease_opt = f"{lease:g}" if lease else ""
+        if self.launcher == "local":
+            return role_argv("local", "infer", "infer", [
+                "worker", "--scale", self.scale, "--until-empty", "--processes", str(num_workers),
+                *(["--lease", lease_opt] if lease else []), "--progress"])
+        pinned = {f"INFER_GPU_{i}": g for i, g in enumerate(gpus or ())}
+        env = {"NUM_WORKERS": len(pinned) or num_workers, **pinned, **({"RCEA_LEASE_S": lease_opt} if lease else {})}
+        how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
+        return with_scale(self.scale, ["docker", "compose", "up", *how, WORKERS_GROUP], **env)
+
+    def training_containers(self, probe):
+        """The host GPUs that running training containers hold (`probe()`: orchestrate/ops/shell.py
+        training_gpus; None when none runs), for workers started by hand; None for a local launcher, whose
+        workers are processes with no GPU to place."""
+        return probe() if self.launcher == "compose" else None
+
+    def serve_opts(self, port: int) -> tuple[list[str], list[str]]:
+        """(arguments, run options) of a role's web server on `port`: on the host's loopback, or in a container
+        on all its interfaces with the port published on the host's loopback only."""
+        if self.launcher == "local":
+            return ["--port", str(port)], []
+        return ["--host", "0.0.0.0", "--port", str(port)], ["-p", f"127.0.0.1:{port}:{port}"]
 
     def train_slots(self) -> int:
         """Training runs side by side: one per training GPU, else the scale's slots."""
@@ -83,6 +146,58 @@ class Launch:
         """How many measurement workers a study runs for --num-workers `n`: `n` processes on CPU, else one per
         GPU of worker_gpus(n)."""
         return len(self.worker_gpus(n)) if self.gpus else n
+
+
+# ---------------------------------------------------------------- the launcher seam
+
+CONTAINER_DATA = "data"          # compose.yaml: the host's $RCEA_DATA at /workspace/data, under its working folder
+CONTAINER_RESULTS = "results"    # and the host's $RCEA_RESULTS at /workspace/results
+SERVICE_OF = {"train": "train", "infer": "infer-cli", "aggregate": "aggregate"}   # one-off commands per role
+WORKERS_GROUP = "infer-workers"  # compose.yaml: brings infer-worker-0..NUM_WORKERS-1, follows the queue
+# The variable pinning a unit to the host GPU an executor hands it: CUDA's own for a local process, compose.yaml's
+# TRAIN_GPU (the train service's device reservation) for a container.
+GPU_VARIABLE = {"local": "CUDA_VISIBLE_DEVICES", "compose": "TRAIN_GPU"}
+# Exit statuses of a unit killed from outside that a retry may cure. A local process killed by a signal has a
+# negative status already; `docker compose run` reports its killed container as 128 + the signal (137: SIGKILL,
+# `docker kill` or the OOM killer; 143: SIGTERM).
+KILLED = {"local": (), "compose": (137, 143)}
+
+
+def role_argv(launcher: str, role: str, module: str, args, python: str | None = None, run_opts=()) -> list[str]:
+    """`python -m <module> <args>` in `role`'s environment: the local launcher's python (`python`, else the
+    project's .envs/<role>/bin/python, relative to the project folder every command runs from), or the role's
+    service of compose.yaml (`run_opts`: options of `docker compose run`, e.g. -T, -v, -p)."""
+    check_choice("launcher", launcher, LAUNCHERS)
+    if launcher == "local":
+        return [python or f".envs/{role}/bin/python", "-m", module, *map(str, args)]
+    return ["docker", "compose", "run", "--rm", *run_opts, SERVICE_OF[role], "python", "-m", module, *map(str, args)]
+
+
+def with_scale(scale: str, argv: list[str], **env) -> list[str]:
+    """`env RCEA_SCALE=S [K=V ...] docker compose up ...`: the scale of services started by `up`."""
+    return ["env", f"RCEA_SCALE={scale}", *(f"{k}={v}" for k, v in env.items()), *argv]
+
+
+def host_file(launcher: str, path: str, inside: str) -> tuple[str, list[str]]:
+    """A host file or folder outside the data folder handed to a role command: (its name in the command, the
+    run options that make it visible): the path itself locally; in a container, `inside`, mounted read-only."""
+    if launcher == "local":
+        return path, []
+    return inside, ["-v", f"{os.path.abspath(path)}:{inside}:ro"]
+
+
+def view(launcher: str, host: str, inside: str) -> str:
+    """A host folder (the data or results folder) as the role's processes see it: itself, or its mount point."""
+    return host if launcher == "local" else inside
+
+
+def gpu_variable(launcher: str) -> str:
+    return GPU_VARIABLE[launcher]
+
+
+def killed(launcher: str, rc: int) -> bool:
+    """Whether exit status `rc` of a unit's command means the launcher's container was killed from outside."""
+    return rc in KILLED[launcher]
 
 
 def launch(scale: str, root: str | Path | None = None) -> Launch:
@@ -134,7 +249,8 @@ def _read(scale: str, cdir: str) -> Launch:
     for key in ("data", "results"):
         if not isinstance(table[key], str) or not table[key]:
             raise ConfigError(f"{where}: {key} must be a folder name")
-    return Launch(scale, table["launcher"], table["device"], dict(slots), workers, tuple(gpus),
+    return Launch(scale, table["launcher"], table["device"], dict(slots), workers,
+                  tuple(gpus) if table["device"] == "gpu" else (),
                   tuple(infer) if table["device"] == "gpu" else (), table["judge_server"], table["data"],
                   table["results"])
 

@@ -7,9 +7,13 @@ and classifies the outcome:
 
     all outputs complete                 -> returns a summary
     child killed by a signal, exit 75,   -> TransientUnitError (an executor retries it, elsewhere if it can)
-    a killed container (exit 137/143),
-    or a named transient error in its log
+    its launcher's kill status (a killed
+    container: exit 137/143, rcea.launch
+    `killed`), or a named transient error
+    in its log
     any other failure                    -> UnitError (retrying would fail the same way)
+    exit 0 with an output incomplete     -> UnitError (the same check at every launcher: the data folder is the
+                                            host's, bind-mounted into a container)
 
 The child dies with its parent (PR_SET_PDEATHSIG on Linux), so a lost Ray worker cannot leave a process
 holding a GPU that Ray has already handed to the retry.
@@ -28,9 +32,10 @@ import time
 from pathlib import Path
 
 from rcea import layout
+from rcea.launch import killed as launcher_killed
 from rcea.paths import project_root
 from rcea.transient import EXIT_TRANSIENT, is_transient
-from orchestrate.units import CONTAINER_KILLED, role_python
+from orchestrate.units import role_python
 # Environment the driver hands to every unit (it may run on another node, which has its own environment).
 PASS_ENV = ("RCEA_OVERRIDES", "HF_HUB_OFFLINE", "OMP_NUM_THREADS")
 
@@ -62,7 +67,13 @@ def _die_with_parent() -> None:
         pass   # not Linux: the child may outlive a killed worker; its outputs are still atomic
 
 
+def gpu_env(unit) -> str:
+    """The variable pinning `unit` to its GPU (its launcher's: a container's is compose.yaml's TRAIN_GPU)."""
+    return getattr(unit, "gpu_env", "CUDA_VISIBLE_DEVICES")
+
+
 def child_env(data_root, env: dict | None, gpu_ids, gpu_env: str = "CUDA_VISIBLE_DEVICES") -> dict:
+    """The unit's environment: RCEA_DATA is the host's data folder (a container's bind-mount source)."""
     out = dict(os.environ, **(env or {}), RCEA_DATA=str(data_root))
     out.setdefault("OMP_NUM_THREADS", "1")   # one CPU thread per unit unless asked (tiny models on shared CPUs)
     if gpu_ids is not None:   # the executor's assignment (Ray's, or a local GPU pool); an empty list hides every GPU
@@ -91,8 +102,7 @@ def run_batch(batch, data_root, env: dict | None = None, gpu_ids=None, attempt_n
                  f"{attempt_note}\n=== {' '.join(argv)}\n".encode())
         fh.flush()
         start = fh.tell()
-        gpu_env = getattr(todo[0], "gpu_env", "CUDA_VISIBLE_DEVICES")
-        proc = subprocess.run(argv, cwd=project_root(), env=child_env(data_root, env, gpu_ids, gpu_env), stdout=fh,
+        proc = subprocess.run(argv, cwd=project_root(), env=child_env(data_root, env, gpu_ids, gpu_env(todo[0])), stdout=fh,
                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                               preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     shutil.rmtree(spec_dir, ignore_errors=True)
@@ -101,14 +111,14 @@ def run_batch(batch, data_root, env: dict | None = None, gpu_ids=None, attempt_n
         fh.seek(start)
         tail = fh.read().decode(errors="replace")[-4000:]
     where = f"{', '.join(u.key for u in todo)} (log: {log})"
-    killed = getattr(todo[0], "in_container", False) and rc in CONTAINER_KILLED
+    killed = launcher_killed(getattr(todo[0], "launcher", "local"), rc)
     if rc < 0 or rc == EXIT_TRANSIENT or killed or (rc != 0 and is_transient(tail)):
         cause = f"killed by signal {-rc}" if rc < 0 else f"container killed (exit {rc})" if killed else f"exit {rc}"
         raise TransientUnitError(f"{cause}: {where}")
     if rc != 0:
         last = "\n".join(tail.strip().splitlines()[-5:])
         raise UnitError(f"exit {rc}: {where}\n{last}")
-    missing = [u.key for u in todo if getattr(u, "outputs_visible", True) and not u.done(data_root)]
+    missing = [u.key for u in todo if not u.done(data_root)]
     if missing:
         raise UnitError(f"exit 0 but the outputs of {', '.join(missing)} are incomplete (log: {log})")
     return {"keys": keys, "ran": [u.key for u in todo], "seconds": round(seconds, 2), "host": socket.gethostname(),

@@ -1,6 +1,7 @@
 """Pure command builders: the exact argv of every stage, by the scale's launcher (rcea.launch, the `[launch]`
 table of configs/scales/<scale>.toml): a process in the role's environment (`local`: tiny) or a container of
-compose.yaml (`compose`: 3b/7b).
+compose.yaml (`compose`: 3b/7b). What differs between the launchers is built in rcea.launch (the seam); nothing
+here branches on a launcher.
 
 The scale reaches every container: `docker compose run` commands carry `--scale S` in their arguments,
 and the services started with `docker compose up` (workers, judge server) get `RCEA_SCALE=S` in their
@@ -16,7 +17,9 @@ from invoke.exceptions import Exit
 
 from rcea import layout
 from rcea.config import METHODS, SCALES, ConfigError, load_config  # rcea.config needs only the stdlib
-from rcea.launch import MAX_WORKERS, ROLES, launch  # noqa: F401  (ROLES: tasks.py reads it here)
+from rcea.launch import host_file, role_argv
+from rcea.launch import MAX_WORKERS, ROLES, SERVICE_OF, WORKERS_GROUP, launch, with_scale  # noqa: F401
+# (ROLES, SERVICE_OF, WORKERS_GROUP, with_scale: read here by tasks.py and the tests)
 from rcea.layout import JOB_KINDS as KINDS
 from rcea.paths import project_root
 
@@ -27,8 +30,6 @@ ENV_OF = {"rcea.prepare": "train", "rcea.warmstart_rebuild": "train", "train": "
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "infer.outside": "infer",
           "aggregate": "aggregate",
           "rcea.publish": "aggregate"}
-# Compose services that run one-off commands per environment (see compose.yaml).
-SERVICE_OF = {"train": "train", "infer": "infer-cli", "aggregate": "aggregate"}
 BUILD_SERVICES = {"train": "train", "infer": "infer-cli", "aggregate": "aggregate"}
 AUDIT_PORT = 8765
 
@@ -60,10 +61,9 @@ def check_workers(n, scale: str = "3b") -> int:
     Compose's NUM_WORKERS (compose launcher: the shell's, else .env's), else the scale's `workers`
     (rcea.launch); each is a process (one CPU thread) or a GPU."""
     lc = launch(scale)
-    n = ((None if lc.local else compose_variable("NUM_WORKERS")) or lc.workers) if n is None else n
+    n = lc.default_workers(compose_variable("NUM_WORKERS")) if n is None else n
     if not str(n).isdigit() or not 1 <= int(n) <= MAX_WORKERS:
-        each = "one GPU each" if lc.gpus else "one CPU process each"
-        raise Exit(f"invalid --num-workers {n!r}; valid choices: 1..{MAX_WORKERS} ({each})", code=2)
+        raise Exit(f"invalid --num-workers {n!r}; valid choices: 1..{MAX_WORKERS} ({lc.each_worker})", code=2)
     return int(n)
 
 
@@ -90,8 +90,8 @@ def parse_methods(methods: str) -> list[str]:
 
 
 def local_command(module: str, args) -> list[str]:
-    """The local launcher: run ``python -m <module> <args>`` in that module's own environment under .envs/."""
-    return [f".envs/{ENV_OF[module]}/bin/python", "-m", module, *args]
+    """``python -m <module> <args>`` in that module's own environment under .envs/, whatever the scale."""
+    return role_argv("local", ENV_OF[module], module, args)
 
 
 def compose(*args: str) -> list[str]:
@@ -100,14 +100,7 @@ def compose(*args: str) -> list[str]:
 
 def role_command(module: str, args, scale: str, run_opts=()) -> list[str]:
     """The scale's launcher: a local process, or the same module in the role's container (same working layout)."""
-    if launch(scale).local:
-        return local_command(module, args)
-    return compose("run", "--rm", *run_opts, SERVICE_OF[ENV_OF[module]], "python", "-m", module, *args)
-
-
-def with_scale(scale: str, argv: list[str], **env) -> list[str]:
-    """`env RCEA_SCALE=S [K=V ...] docker compose up ...`: the scale of services started by `up`."""
-    return ["env", f"RCEA_SCALE={scale}", *(f"{k}={v}" for k, v in env.items()), *argv]
+    return launch(scale).argv(ENV_OF[module], module, args, run_opts)
 
 
 def plan_command(scale: str, gpu: str = "", num_gpus: int = 0, overrides=()) -> list[str]:
@@ -138,9 +131,6 @@ def enqueue_command(scale: str, method: str, what: str = "all") -> list[str]:
     return role_command("infer", ["enqueue", "--scale", scale, "--method", method, "--what", what], scale)
 
 
-WORKERS_GROUP = "infer-workers"  # compose.yaml: brings infer-worker-0..NUM_WORKERS-1, follows the queue
-
-
 def worker_services(n: int) -> list[str]:
     return [f"infer-worker-{i}" for i in range(n)]
 
@@ -158,14 +148,7 @@ def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = T
     infer-workers` follows them), attached in the study's workers stage, which re-attaches to those containers
     (the same configuration: Compose leaves them running), returns when every worker and the follower have
     exited and stops them all if one fails."""
-    if launch(scale).local:
-        return local_command("infer", ["worker", "--scale", scale, "--until-empty",
-                                       "--processes", str(num_workers),
-                                       *(["--lease", f"{lease:g}"] if lease else []), "--progress"])
-    pinned = {f"INFER_GPU_{i}": g for i, g in enumerate(gpus or ())}
-    env = {"NUM_WORKERS": len(pinned) or num_workers, **pinned, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
-    how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
-    return with_scale(scale, compose("up", *how, WORKERS_GROUP), **env)
+    return launch(scale).workers_argv(num_workers, detach, lease, gpus)
 
 
 def hand_worker_gpus(scale: str, n: int, training: set[int] | None, host_gpus: int | None = None) -> tuple[int, ...]:
@@ -173,9 +156,10 @@ def hand_worker_gpus(scale: str, n: int, training: set[int] | None, host_gpus: i
     training container runs (`training` None; shell.training_gpus); else the first `n` of the host's GPUs
     (`host_gpus` of them, MAX_WORKERS when not known) that neither a running training container (`training`,
     the host GPU indices they name) nor the scale's train_gpus (rcea.launch) holds, so no worker shares a GPU
-    with a training job (possibly fewer than `n`)."""
+    with a training job (possibly fewer than `n`). `host_gpus` may be a function, called only then."""
     if training is None:
         return ()
+    host_gpus = host_gpus() if callable(host_gpus) else host_gpus   # shell.host_gpu_count, asked only now
     busy = training | set(launch(scale).train_gpus)
     free = tuple(g for g in range(min(host_gpus or MAX_WORKERS, MAX_WORKERS)) if g not in busy)
     if not free:
@@ -233,40 +217,34 @@ def audit_serve_command(scale: str, port: int | str = AUDIT_PORT) -> list[str]:
     """The annotation page's server on `port` (on the host's loopback; inside a container on all interfaces)."""
     if not (str(port).isdecimal() and 1 <= int(port) <= 65535):
         raise Exit(f"invalid --port {port!r}; valid choices: 1..65535 (default {AUDIT_PORT})", code=2)
-    port = int(port)
-    if launch(scale).local:
-        return audit_command(scale, "serve", "--port", str(port))
-    # In the container the page listens on all interfaces; the host publishes it on loopback only.
-    return audit_command(scale, "serve", "--host", "0.0.0.0", "--port", str(port),
-                         run_opts=("-p", f"127.0.0.1:{port}:{port}"))
+    args, opts = launch(scale).serve_opts(int(port))
+    return audit_command(scale, "serve", *args, run_opts=opts)
 
 
 def audit_import_command(scale: str, path: str) -> list[str]:
-    if launch(scale).local:
-        return audit_command(scale, "import", path)
-    inside = f"/workspace/import/{os.path.basename(path)}"  # the host file, mounted read-only
-    return audit_command(scale, "import", inside, run_opts=("-v", f"{os.path.abspath(path)}:{inside}:ro"))
+    name, opts = host_file(launch(scale).launcher, path, f"/workspace/import/{os.path.basename(path)}")
+    return audit_command(scale, "import", name, run_opts=opts)
 
 
 def data_root(scale: str = "tiny") -> str:
-    """The data directory as the role processes see it: $RCEA_DATA locally, the volume in containers."""
+    """The data folder as the role processes see it: the host's locally, its mount point in a container."""
     return launch(scale).data_root()
 
 
 def host_data(scale: str = "tiny") -> str:
-    """The study driver's folder on this host (data lock, unit and study logs, and state/: the study's one state
-    store, which compose.yaml bind-mounts into the containers): $RCEA_DATA, else ./data."""
+    """The data folder on this host at every launcher (compose.yaml bind-mounts it into every container):
+    $RCEA_DATA, else ./data."""
     return launch(scale).host_data()
 
 
 def results_dir(scale: str = "tiny") -> str:
-    """Where a study's results land on the host: $RCEA_RESULTS, else ./results under the local launcher; the
-    folder compose.yaml bind-mounts (./results) under Compose (one folder per scale inside)."""
-    return launch(scale).results_root()
+    """Where a study's results land on this host at every launcher: $RCEA_RESULTS, else ./results (compose.yaml
+    bind-mounts it into the aggregate container; one folder per scale inside)."""
+    return launch(scale).host_results()
 
 
 def published_dir(scale: str) -> str:
-    """Where `publish_command` puts a scale's results on the host."""
+    """Where `publish_command` puts a scale's results on this host."""
     return f"{results_dir(scale)}/{scale}"
 
 
@@ -278,7 +256,6 @@ def aggregate_command(scale: str, skip_bad_parts: bool = False) -> list[str]:
 
 
 def publish_command(scale: str) -> list[str]:
-    """Copy data/results/<scale> to results/<scale> on the host (3b/7b: out of the named volume through
-    the aggregate service's bind mount of ./results, see compose.yaml)."""
-    return role_command("rcea.publish", [str(layout.results_dir(scale, data_root(scale))), published_dir(scale)],
-                        scale)
+    """Copy <data>/results/<scale> to <results>/<scale> (in a container through its mounts of both folders)."""
+    return role_command("rcea.publish", [str(layout.results_dir(scale, data_root(scale))),
+                                         f"{launch(scale).results_root()}/{scale}"], scale)

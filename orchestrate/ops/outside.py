@@ -15,7 +15,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from rcea.launch import launch
+from rcea.launch import host_file, launch
 from orchestrate.ops.commands import (aggregate_command, codebook_commands, judge_commands, publish_command, role_command,
                                       workers_command)
 
@@ -26,11 +26,11 @@ def outside_command(scale: str, folder: str, base: str, name: str, overrides=())
     """`python -m infer.outside` in the inference role: a local process, or the infer-cli container with the
     run's folder and the base model mounted read-only."""
     opts = ["--name", name, "--scale", scale, *(a for o in overrides for a in ("--override", o))]
-    if launch(scale).local:
-        return role_command("infer.outside", [folder, *(["--base", base] if base else []), *opts], scale)
-    mounts = ["-v", f"{Path(folder).resolve()}:/outside:ro", *(["-v", f"{Path(base).resolve()}:/base:ro"] if base else [])]
-    return role_command("infer.outside", ["/outside", *(["--base", "/base"] if base else []), *opts], scale,
-                        run_opts=mounts)
+    launcher = launch(scale).launcher
+    run, mounts = host_file(launcher, folder, "/outside")
+    base, more = host_file(launcher, base, "/base") if base else ("", [])
+    return role_command("infer.outside", [run, *(["--base", base] if base else []), *opts], scale,
+                        run_opts=[*mounts, *more])
 
 
 def measure_run_commands(scale: str, folder: str, base: str, name: str, overrides=(), num_workers: int = 1,

@@ -93,15 +93,13 @@ def engine_available() -> bool:
 
 def require_compose(c, what: str, tiny_hint: str, gpu: bool = True, state: bool = True):
     """Real scales need Docker with the compose plugin and an engine; say so, and what to run instead.
-    `gpu=False`: the step is CPU only and runs in a container because the scale's data is in its volume.
-    `state`: the containers share the host's state folder (made here: `state_folder`)."""
+    `gpu=False`: the step is CPU only; it runs in its role's container, as every command of the scale does.
+    `state`: the containers share the host's data folder (made here: `data_folder`)."""
     if is_dry(c):
         return
     if not compose_available() or not engine_available():
-        where = ("runs in a GPU container" if gpu else
-                 "is CPU only; it runs in its container because this scale's data lives in the Docker volume")
-        host = ("on a GPU host with Docker + the NVIDIA container toolkit" if gpu else "on the host holding "
-                "the data volume, with Docker")
+        where = "runs in a GPU container" if gpu else "is CPU only; it runs in its role's container at this scale"
+        host = "on a GPU host with Docker + the NVIDIA container toolkit" if gpu else "on a host with Docker"
         raise Exit(f"{what} at this scale {where}, but this machine has no Docker engine "
                    f"or compose plugin (`docker compose version` / `docker info` failed).\n"
                    f"  Instead: {tiny_hint}\n"
@@ -109,23 +107,46 @@ def require_compose(c, what: str, tiny_hint: str, gpu: bool = True, state: bool 
     uid, gid = container_ids()
     write_env_file({"UID": str(uid), "GID": str(gid)})
     if state:
-        state_folder()
+        data_folder()
 
 
-def state_folder() -> Path:
-    """The host folder compose.yaml bind-mounts at the containers' data/state: `$RCEA_DATA/state` (./data/state),
-    which holds the study's one state store (rcea.layout.state_path), shared by the driver here and the
-    containers (`bind_source`). $RCEA_DATA is made absolute, so Compose reads it as a folder, not a volume's name."""
+def data_folder() -> Path:
+    """The host's data folder, which compose.yaml bind-mounts into every container at /workspace/data (one view
+    of the data: the driver here reads every output a container writes): $RCEA_DATA, else ./data, with its state
+    folder (the study's one state store, rcea.layout.state_path) and the results folder ($RCEA_RESULTS, else
+    ./results, the aggregate container's). Made here as this user, so the files stay this user's (the
+    containers run as UID:GID, the images' APP_UID:APP_GID); Docker would make a missing one as root. Root: the
+    containers run as 1000:1000 (`container_ids`), so whatever root made in the data folder is given to them
+    (`give_to_containers`). $RCEA_DATA is made absolute, so Compose reads it as a folder, not a volume's name."""
     from rcea.paths import data_dir
 
     data = data_dir()   # resolved as the driver resolves it, so both sides name one folder
     if "RCEA_DATA" in os.environ:
         os.environ["RCEA_DATA"] = str(data)
-    folder = bind_source(data / "state")
-    if os.getuid() != 0 and not os.access(folder, os.W_OK):   # e.g. made by Docker as root for a bare `docker compose up`
-        raise Exit(f"the state folder {folder} is not writable by this user, nor by the containers that run as it: "
-                   f"sudo chown -R {os.getuid()}:{os.getgid()} {folder}", code=2)
-    return folder
+    results = ROOT / os.environ.get("RCEA_RESULTS", "results")
+    for folder in (data, data / "state", results):
+        bind_source(folder)
+        if os.getuid() != 0 and not os.access(folder, os.W_OK):   # e.g. made by Docker as root for a bare `up`
+            raise Exit(f"the folder {folder} is not writable by this user, nor by the containers that run as it: "
+                       f"sudo chown -R {os.getuid()}:{os.getgid()} {folder}", code=2)
+    if os.getuid() == 0:
+        give_to_containers(data)
+    return data
+
+
+def give_to_containers(folder: Path) -> int:
+    """Root only: every file and folder under `folder` that root owns goes to the containers' user (they write
+    anywhere in the data folder: a run folder under train/, made by a tiny study as root, say); returns how
+    many. Others' files are left as they are."""
+    ids, n = container_ids(), 0
+    for path in (folder, *folder.rglob("*")):
+        try:
+            if path.lstat().st_uid == 0:
+                os.lchown(path, *ids)
+                n += 1
+        except FileNotFoundError:   # removed meanwhile (a unit's temporary file)
+            continue
+    return n
 
 
 def bind_source(folder: Path, containers: bool = True) -> Path:

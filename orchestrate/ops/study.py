@@ -99,17 +99,15 @@ def study_stages(scale: str, methods, num_workers: int | None = None) -> list[St
     stages = [_stage("prepare", "prepare (the model where built here, warm start, training pool)",
                      [_unit("prepare", cmd.role_command("rcea.prepare", ["--scale", scale], scale))], scale=scale)]
     jobs = lc.train_slots()
-    gpus = lc.train_gpus if lc.gpus else ()
+    gpus = lc.train_gpus   # none on a CPU device
     where = f" on GPU{'s' * (len(gpus) > 1)} {','.join(map(str, gpus))}" if gpus else ""
     at_a_time = f", {min(jobs, n)} at a time" if n > 1 else ""
-    workers = (f"{num_workers} GPU worker{'s' * (num_workers > 1)} on GPU{'s' * (num_workers > 1)} "
-               f"{','.join(map(str, gpus_m))}" if lc.gpus
-               else f"{num_workers} local worker process{'es' * (num_workers > 1)}")
+    workers = lc.workers_phrase(num_workers, gpus_m)
     stages.append(_stage(
         "train", f"train {', '.join(methods)} ({n} objective{'s' * (n > 1)}{at_a_time}{where}); each run then "
                  f"enqueues its measurements, which {workers} start at once",
-        [_unit(m, cmd.train_command(m, scale, resume=True), cmd.enqueue_command(scale, m),
-               work=TrainUnit(m, scale, launcher=lc.launcher)) for m in methods],
+        [_unit(m, run.argv(lc.host_data()), cmd.enqueue_command(scale, m), work=run)   # the argv the unit runs
+         for m in methods for run in [TrainUnit(m, scale, launcher=lc.launcher)]],
         parallel=jobs, gpus=gpus, scale=scale, hold=tuple(cmd.hold_command(scale)),
         background=(tuple(cmd.enqueue_command(scale, "base")),
                     tuple(cmd.workers_command(scale, num_workers, detach=True, gpus=gpus_m))),
@@ -203,7 +201,7 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
 
     report = execute([u.work for u in stage.units], "local", data_root=host, label=stage.key,
                      parallel={role: stage.parallel},
-                     gpus={role: list(stage.gpus)} if stage.gpus else None, follow=follow)
+                     gpus={role: list(stage.gpus)}, follow=follow)   # none: unpinned (a CPU device)
     failed = {**late, **report.failed}
     if failed:
         lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
@@ -243,7 +241,7 @@ def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = 
     scale = stages[0].scale if stages else "tiny"
     log_dir = log_dir or layout.logs_dir("study", cmd.host_data(scale))
     if not is_dry(c):  # made here, as this user: Docker would create a missing bind-mount source as root
-        bind_source(ROOT / cmd.results_dir(), any("docker" in argv for s in stages for argv in s.commands()))
+        bind_source(ROOT / cmd.results_dir(scale), containers=False)   # for containers: shell.data_folder
     t0 = time.monotonic()
     with interrupt.guard(), data_lock(c, scale):
         try:

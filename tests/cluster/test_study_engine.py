@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -119,9 +120,12 @@ def test_doctor_reports_ray_and_an_unreachable_head(monkeypatch, capsys):
 
 FAKE_DOCKER = r'''#!{python}
 """A stand-in `docker`: records each call (argv, TRAIN_GPU, start, end); the train container of dapo is killed
-once (exit 137, as `docker kill` leaves it), gtpo's fails (exit 3)."""
+once (exit 137, as `docker kill` leaves it), gtpo's fails (exit 3); a run that succeeds leaves its complete run
+folder in $RCEA_DATA, the host folder compose.yaml bind-mounts, as the train container does."""
 import json, os, sys, time
 from pathlib import Path
+
+sys.path.insert(0, os.environ["FAKE_DOCKER_ROOT"])
 
 argv, start = sys.argv[1:], time.time()
 train = argv[:5] == ["compose", "run", "--rm", "-T", "train"]
@@ -134,7 +138,15 @@ if train:
     tries = Path(os.environ["FAKE_DOCKER_LOG"]).with_name(f"{method}.tries")
     n = int(tries.read_text()) + 1 if tries.exists() else 1
     tries.write_text(str(n))
-    sys.exit(137 if method == "dapo" and n == 1 else 3 if method == "gtpo" else 0)
+    rc = 137 if method == "dapo" and n == 1 else 3 if method == "gtpo" else 0
+    if rc == 0:
+        from rcea.store import write_manifest
+
+        run = Path(os.environ["RCEA_DATA"]) / "train" / "3b" / method
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "summary.json").write_text(json.dumps({"config_hash": json.loads(os.environ["FAKE_HASHES"])[method]}))
+        write_manifest(run / "summary.json")
+    sys.exit(rc)
 '''
 
 
@@ -164,6 +176,8 @@ def test_3b_training_runs_as_container_units_on_several_gpus(tmp_path, monkeypat
     monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
     methods = ["grpo", "dapo", "gtpo", "kl_cov"]
     train = st.study_stages("3b", methods)[1]
+    monkeypatch.setenv("FAKE_DOCKER_ROOT", str(Path(__file__).resolve().parents[2]))
+    monkeypatch.setenv("FAKE_HASHES", json.dumps({u.work.method: u.work.config_hash for u in train.units}))
     assert train.gpus == (0,) and train.parallel == 1      # configs/scales/3b.toml: the paper's single GPU
     two_gpus = st.Stage("train", train.title, train.units, parallel=2, gpus=(0, 1))   # train_gpus = [0, 1]
     with pytest.raises(Exit) as exc:
@@ -187,6 +201,12 @@ def test_3b_training_runs_as_container_units_on_several_gpus(tmp_path, monkeypat
     assert min(r["start"] for r in enqueued.values()) < last_end   # the first finished run's, while others train
     logs = sorted(p.name for p in (tmp_path / "data" / "logs" / "units").glob("*.log"))
     assert len(logs) == 4 and all(name.startswith("train_3b_") for name in logs)
+    # the driver sees the runs the containers finished (one view of the data): a rerun skips them, runs only gtpo
+    calls.write_text("")
+    with pytest.raises(Exit, match="1 of 4 unit"):
+        st.run_local(Context(Config(overrides={"run": {"in_stream": False}})), two_gpus, tmp_path / "logs")
+    again = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert [r["method"] for r in again if r["train"]] == ["gtpo"]
 
 
 def test_num_workers_caps_the_measurements_in_flight_on_a_ray_cluster(ray_local, tmp_path):

@@ -158,13 +158,35 @@ def test_a_run_of_other_settings_is_another_unit_and_is_set_aside_not_reused(tmp
     assert all(p.exists() and p.read_bytes() == b"y" for p in theirs)
 
 
-def test_a_container_unit_is_pinned_by_compose_and_never_judged_from_the_host(tmp_path):
-    t = TrainUnit("grpo", "3b", launcher="compose")
-    fake_run(t, tmp_path, t.config_hash)   # even a complete run here: the volume, not this folder, decides
-    assert not t.done(tmp_path) and t.set_aside(tmp_path) is None and t.gpu_env == "TRAIN_GPU"
-    assert TrainUnit.command([t], "py", tmp_path, tmp_path) == [
-        "docker", "compose", "run", "--rm", "-T", "train", "python", "-m", "train", "--method", "grpo", "--scale",
-        "3b", "--resume"]
+def test_a_container_unit_is_judged_from_the_hosts_data_folder_as_a_local_one(tmp_path, monkeypatch):
+    """Issue 39: compose.yaml bind-mounts the host's data folder into the train container, so the driver judges a
+    3b run from its run folder here: complete with its settings, it is done (the study skips it); a run of other
+    settings in the folder is set aside before the container starts; the container's argv names the run
+    folder as the container sees it (data/ under its working folder /workspace)."""
+    monkeypatch.setenv("RCEA_OVERRIDES", "")
+    mine = TrainUnit("grpo", "3b", launcher="compose")
+    assert not mine.done(tmp_path)
+    out = fake_run(mine, tmp_path, mine.config_hash)
+    for launcher in ("compose", "local"):   # one view of the data: the launcher changes nothing here
+        unit = TrainUnit("grpo", "3b", launcher=launcher)
+        assert unit.done(tmp_path) and unit.damage(tmp_path) == "" and unit.set_aside(tmp_path) is None
+    (out / "summary.json").write_text(json.dumps({"config_hash": "other"}))   # manifest no longer matches
+    assert not mine.done(tmp_path)
+    fake_run(mine, tmp_path / "again", mine.config_hash)
+    other = TrainUnit("grpo", "3b", launcher="compose", overrides=("train.learning_rate=1e-4",))
+    assert not other.done(tmp_path / "again")
+    argv = TrainUnit.command([other], "py", tmp_path / "again", tmp_path)   # sets the other settings' run aside
+    assert not other.output(tmp_path / "again").exists()
+    assert layout.superseded_run_dir("3b", "grpo", mine.config_hash, tmp_path / "again").is_dir()
+    assert argv == ["docker", "compose", "run", "--rm", "-T", "train", "python", "-m", "train", "--method", "grpo",
+                    "--scale", "3b", "--resume", "--override", "train.learning_rate=1e-4"]
+    assert other.gpu_env == "TRAIN_GPU" and TrainUnit("grpo", "tiny").gpu_env == "CUDA_VISIBLE_DEVICES"
+    seeded = TrainUnit("grpo", "3b", seed=2, launcher="compose")
+    assert seeded.argv(tmp_path)[-4:] == ["--output", "data/train/3b/grpo-seed2", "--override", "train.seed=2"]
+    local = TrainUnit("grpo", "tiny", seed=2)
+    assert local.argv(tmp_path, "py") == ["py", "-m", "train", "--method", "grpo", "--scale", "tiny", "--resume",
+                                          "--output", str(tmp_path / "train" / "tiny" / "grpo-seed2"),
+                                          "--override", "train.seed=2"]
 
 
 def test_role_python(monkeypatch, tmp_path):
@@ -174,5 +196,11 @@ def test_role_python(monkeypatch, tmp_path):
     (tmp_path / ".envs" / "train" / "bin").mkdir(parents=True)
     (tmp_path / ".envs" / "train" / "bin" / "python").write_text("")
     assert role_python("train", tmp_path) == str(tmp_path / ".envs" / "train" / "bin" / "python")
+    from rcea.paths import project_root   # this project's own: named as the dry run prints it, from its folder
+
+    import sys
+
+    ours = project_root() / ".envs" / "train" / "bin" / "python"
+    assert role_python("train") == (".envs/train/bin/python" if ours.exists() else sys.executable)
     with pytest.raises(ValueError, match="valid: train, infer"):
         role_python("aggregate")

@@ -120,15 +120,20 @@ def test_gpu_services_share_memory_and_memlock(services):
             assert svc["ulimits"]["memlock"] == -1, name
 
 
-def test_shared_named_volumes_for_data_and_model_cache(compose, services):
-    assert {"data", "hf-cache"} <= set(compose["volumes"])
+def test_every_service_bind_mounts_the_hosts_data_folder_and_shares_the_model_cache(compose, services):
+    """One view of the data (issue 39): no named data volume; every service mounts the host's $RCEA_DATA (./data)
+    at /workspace/data, so the driver on the host sees what each container writes."""
+    assert "data" not in compose["volumes"] and "hf-cache" in compose["volumes"]
     for name, svc in services.items():
         mounts = dict(v.rsplit(":", 1) for v in svc["volumes"])
-        # Ray nodes span hosts: they mount the folder every host shares, not a host-local named volume.
-        assert mounts.get(RAY_DATA if name.startswith("ray-") else "data") == "/workspace/data", name
+        data = [src for src, dst in mounts.items() if dst == "/workspace/data"]
+        # Ray nodes span hosts: each names the folder every host shares, its RCEA_DATA unless told otherwise
+        assert data == [RAY_DATA if name.startswith("ray-") else DATA], name
+        assert not [d for d in mounts.values() if d.startswith("/workspace/data/")], name   # one mount, no nesting
         if name != "aggregate":
             assert mounts.get("hf-cache") == "/cache/hf", name
             assert svc["environment"]["HF_HOME"] == "/cache/hf", name
+        assert svc["environment"]["RCEA_DATA"] == "/workspace/data" and svc["working_dir"] == "/workspace", name
 
 
 def test_every_image_is_built_from_docker_dir(services):
@@ -146,7 +151,8 @@ def test_every_image_is_built_from_docker_dir(services):
         assert not re.search(r":latest$", svc["image"])
 
 
-RAY_DATA = "${RCEA_CLUSTER_DATA:-./data}"
+DATA = "${RCEA_DATA:-./data}"
+RAY_DATA = "${RCEA_CLUSTER_DATA:-${RCEA_DATA:-./data}}"
 
 
 def test_ray_cluster_services(services):

@@ -18,7 +18,8 @@ WORKERS = [f"infer-worker-{i}" for i in range(8)]
 
 def compose_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
-        "RCEA_SCALE", "NUM_WORKERS", "RCEA_OVERRIDES", "INFER_GPU", "JUDGE_GPU", "TRAIN_GPU")}
+        "RCEA_SCALE", "NUM_WORKERS", "RCEA_OVERRIDES", "INFER_GPU", "JUDGE_GPU", "TRAIN_GPU", "RCEA_DATA",
+        "RCEA_CLUSTER_DATA")}
     return {**env, **extra}
 
 
@@ -208,3 +209,17 @@ def test_compose_puts_the_hand_started_workers_off_the_training_gpu(compose):
     svcs = services_of(compose("config", "--format", "json", "infer-workers", **env))
     held = {w: [d["device_ids"] for d in gpus(s)] for w, s in svcs.items() if w != "infer-workers"}
     assert held == {WORKERS[0]: [["1"]], WORKERS[1]: [["2"]], WORKERS[2]: [["3"]]}, held
+
+
+@pytest.mark.parametrize("files", [("compose.yaml",), ("compose.yaml", "compose.cpu.yaml")])
+def test_every_service_sees_the_hosts_data_folder_as_a_bind_mount(compose, tmp_path, files):
+    """As Compose resolves it: $RCEA_DATA (else the project's ./data) bound at /workspace/data in every service, the
+    GPU file and its CPU override alike; the only named volume left is the model cache."""
+    for env, source in (({"RCEA_DATA": str(tmp_path)}, str(tmp_path)), ({}, str(ROOT / "data"))):
+        out = compose("--profile", "*", "config", "--format", "json", files=files, **env)
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert set(doc.get("volumes") or {}) == {"hf-cache"}
+        for name, svc in doc["services"].items():
+            data = [(v["type"], v["source"]) for v in svc["volumes"] if v["target"] == "/workspace/data"]
+            assert data == [("bind", source)], (name, data)

@@ -79,14 +79,16 @@ EXPECTED = [  # (task, kwargs, exact command lines)
     ("audit", {"scale": "tiny", "import_": "labels.csv"}, [f"{LOCAL['infer']} -m infer.audit import --scale tiny labels.csv"]),
     ("infer", {"scale": "3b", "method": "base", "what": "probe"},
      ["docker compose run --rm infer-cli python -m infer enqueue --scale 3b --method base --what probe"]),
-    ("aggregate", {"scale": "tiny"},
-     [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny --scale tiny"]),
+    ("aggregate", {"scale": "tiny"},   # then the copy in results/<scale>/ (rcea.publish)
+     [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny --scale tiny",
+      f"{LOCAL['aggregate']} -m rcea.publish data/results/tiny results/tiny"]),
     ("aggregate", {"scale": "tiny", "skip_bad_parts": True},
      [f"{LOCAL['aggregate']} -m aggregate --input data/infer/tiny/tables --output data/results/tiny --scale tiny "
-      "--skip-bad-parts"]),
+      "--skip-bad-parts", f"{LOCAL['aggregate']} -m rcea.publish data/results/tiny results/tiny"]),
     ("aggregate", {"scale": "3b"},
      ["docker compose run --rm aggregate python -m aggregate --input data/infer/3b/tables "
-      "--output data/results/3b --scale 3b"]),
+      "--output data/results/3b --scale 3b",
+      "docker compose run --rm aggregate python -m rcea.publish data/results/3b results/3b"]),
     ("bootstrap", {}, ["scripts/bootstrap"]),
     ("bootstrap", {"role": "train"}, ["scripts/bootstrap train"]),
     ("test", {}, ["scripts/test"]),
@@ -170,9 +172,9 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
         "docker compose run --rm -T infer-cli python -m infer hold --scale 7b &",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method base --what all &",
         "env RCEA_SCALE=7b NUM_WORKERS=3 INFER_GPU_0=1 INFER_GPU_1=2 INFER_GPU_2=3 docker compose up -d infer-workers &",
-        "docker compose run --rm train python -m train --method grpo --scale 7b --resume",
+        "docker compose run --rm -T train python -m train --method grpo --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method grpo --what all",
-        "docker compose run --rm train python -m train --method kl_cov --scale 7b --resume",
+        "docker compose run --rm -T train python -m train --method kl_cov --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method kl_cov --what all",
         "env RCEA_SCALE=7b NUM_WORKERS=3 INFER_GPU_0=1 INFER_GPU_1=2 INFER_GPU_2=3 docker compose up "
         "--attach-dependencies --abort-on-container-failure infer-workers",
@@ -197,9 +199,10 @@ def test_the_stage_list_is_plain_data_for_other_executors():
     # 3b: each run is a work unit too, launched as the train container on the scale's training GPU ([0])
     assert train.gpus == (0,) and [u.work for u in train.units] == [TrainUnit(m, "3b", launcher="compose")
                                                                     for m in ("grpo", "dapo")]
-    for u in train.units:   # the container's argv is the dry run's, without a TTY (its output goes to the unit's log)
-        argv = TrainUnit.command([u.work], "unused", "unused", "unused")
-        assert argv == [*u.commands[0][:4], "-T", *u.commands[0][4:]] and u.work.gpu_env == "TRAIN_GPU"
+    for u in train.units:   # the container's argv is exactly the dry run's (-T: its output goes to the unit's log)
+        argv = TrainUnit.command([u.work], "unused", "/nowhere", "unused")
+        assert argv == list(u.commands[0]) and argv[:5] == ["docker", "compose", "run", "--rm", "-T"]
+        assert u.work.gpu_env == "TRAIN_GPU"
     tiny = study.study_stages("tiny", ["grpo", "dapo", "gtpo"])
     assert tiny[1].parallel == 2 and tiny[1].gpus == ()   # configs/scales/tiny.toml [launch] slots.train
     for u, m in zip(tiny[1].units, ["grpo", "dapo", "gtpo"]):   # tiny: each run is a work unit of the local engine,
@@ -329,7 +332,9 @@ def test_aggregate_without_docker_says_it_is_cpu_only(monkeypatch):
     with pytest.raises(Exit) as e:
         tasks.aggregate(MockContext(), scale="7b")
     assert e.value.code == 3 and "CPU only" in e.value.message and "GPU" not in e.value.message
-    assert "-m aggregate --input TABLES --output OUT --scale 7b" in e.value.message
+    # the data folder is the host's (one view of the data): the hint runs on it as it is, no copy out of a volume
+    assert "-m aggregate --input data/infer/7b/tables --output data/results/7b --scale 7b" in e.value.message
+    assert "volume" not in e.value.message
 
 
 def test_real_scale_without_docker_says_so_and_what_to_run_instead(monkeypatch):
@@ -346,12 +351,14 @@ def test_real_scale_with_docker_writes_uid_gid_then_runs(monkeypatch):
     monkeypatch.setattr(shell, "engine_available", lambda: True)
     written = {}
     monkeypatch.setattr(shell, "write_env_file", lambda values: written.update(values))
+    monkeypatch.setattr(shell, "data_folder", lambda: written.setdefault("data_folder", True))   # not the checkout's
     c = MockContext(run={"docker compose run --rm aggregate python -m aggregate --input data/infer/7b/tables "
-                         "--output data/results/7b --scale 7b": Result("")})
+                         "--output data/results/7b --scale 7b": Result(""),
+                         "docker compose run --rm aggregate python -m rcea.publish data/results/7b results/7b": Result("")})
     tasks.aggregate(c, scale="7b")
-    c.run.assert_called_once()
+    assert c.run.call_count == 2
     uid, gid = shell.container_ids()   # this user, or 1000:1000 for root (test_root_runs_the_containers_as_1000)
-    assert written == {"UID": str(uid), "GID": str(gid)}
+    assert written == {"UID": str(uid), "GID": str(gid), "data_folder": True}
 
 
 def test_write_env_file_merges_and_keeps_other_keys(tmp_path):
