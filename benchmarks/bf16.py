@@ -8,12 +8,15 @@ drift   TRL 0.29.0's weight sync merges the LoRA adapter into the frozen bf16 ba
         RMS change of the frozen weights (and as a multiple of the LoRA update's RMS), the share of weights
         changed, and the per-token KL(pristine base + LoRA || drifted base + LoRA) with the largest |delta log p|
         on sequences the policy samples. With train/vllm_sync.py's out-of-place merge all of these are 0.
-ratios  The importance ratio exp(log p_new - log p_old) of the optimizer iterations, from bf16 log-probs (TRL's
-        default: bf16 logits, log-softmax in bf16) and from an fp32 LM head (GRPOConfig.cast_lm_head_to_fp32:
-        the bf16 body's last hidden state times the head in fp32), both against an all-fp32 reference, on
-        tokens the bf16 tiny policy samples, for policy moves of several sizes. Printed: |ratio error|
-        (mean, 99th percentile, max) and the share of tokens whose clip decision at 1 - 0.2 / 1 + 0.28 differs
-        from the reference's.
+ratios  The importance ratio exp(log p_new - log p_old) of the optimizer iterations as the trainer computes
+        it: the Accelerate-prepared bf16 policy (bf16 autocast forward, the head's bf16 output upcast to fp32)
+        through train/logprobs.py, fp32 log-softmax. Also with TRL's GRPOConfig.cast_lm_head_to_fp32 applied
+        (fp32 head weights and input: under the prepared forward's autocast the product still runs in bf16, so
+        it prints the largest log-prob difference, 0) and with a true fp32 head (the bf16 body's last hidden
+        state times the head in fp32 outside autocast). Each against the all-fp32 policy, on tokens the bf16
+        tiny policy samples, for policy moves of several sizes. Printed: |ratio error| (mean, 99th
+        percentile, max) and the share of tokens whose clip decision at 1 - 0.2 / 1 + 0.28 differs from the
+        reference's.
 Numbers are in docs/objectives.md ("bf16 weight sync", "bf16 log-probabilities").
 """
 
@@ -173,53 +176,90 @@ def run_drift(steps: int, counts: list[int]) -> None:
         print(drift_row(done, model, pristine, ids, logprobs(ref_model, ids)))
 
 
+class FP32Head(torch.nn.Module):
+    """An LM head computed in fp32 whatever the autocast: (n, H) hidden states -> (n, V) fp32 logits. Under
+    Accelerate's bf16 autocast a plain nn.Linear runs in bf16 even with fp32 weights and inputs (TRL's
+    cast_lm_head_to_fp32); this one leaves autocast for its product."""
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.weight = weight  # (V, H), the tied embedding; not copied
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(h.device.type, enabled=False):
+            return h.float() @ self.weight.float().T
+
+
+def trl_cast_head(model) -> None:
+    """TRL 0.29.0's cast_lm_head_to_fp32, as GRPOTrainer.__init__ applies it: the head's weights to fp32 and
+    its input cast to fp32 (a tied embedding's output cast back to the body's dtype)."""
+    base = model.get_base_model()
+    dtype = base.lm_head.weight.dtype
+    base.lm_head = base.lm_head.float()
+    base.lm_head.register_forward_pre_hook(lambda mod, args: (args[0].float(),) + args[1:])
+    if base.config.tie_word_embeddings:
+        base.model.embed_tokens.register_forward_hook(lambda mod, args, out: out.to(dtype))
+
+
 def run_ratios(moves: list[float], untrained: bool = False) -> None:
-    """Importance-ratio errors of bf16 log-probs and of an fp32 head, against all-fp32, for policy moves."""
+    """Importance-ratio errors of the trainer's log-probs (the Accelerate-prepared bf16 policy through
+    train/logprobs.py: bf16 body, bf16 head output upcast to fp32, fp32 log-softmax), of the same with TRL's
+    cast_lm_head_to_fp32, and of a true fp32 head, against the all-fp32 policy, for policy moves."""
+    from accelerate import Accelerator
+
+    from train.logprobs import token_logps_and_entropies
+
     cfg, model, tok = tiny_policy(["toy.warm_start_steps=0"] if untrained else [])
-    model.eval()
     ids = sample(model, tok, cfg, n=32, tokens=32)
-    prompt_len = ids.size(1) - 32
-    target = ids[:, prompt_len:]
+    K = 32
+    attn = torch.ones_like(ids)
+    attn[:, :-K] = (ids[:, :-K] != tok.pad_token_id).long()  # left-padded prompts
     lora = adapter(model)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in lora:  # a trained adapter (PEFT starts B at zero)
             p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
-    fp32 = copy.deepcopy(model).float()
-    head = model.get_output_embeddings().weight
+    fp32 = copy.deepcopy(model).float()  # the reference: no autocast, fp32 throughout
+    trl_fp32 = copy.deepcopy(model)
+    trl_cast_head(trl_fp32)
+    true_fp32 = copy.deepcopy(model)
+    true_fp32.get_base_model().lm_head = FP32Head(true_fp32.get_output_embeddings().weight)
+    acc = Accelerator(cpu=True, mixed_precision="bf16")  # the trainer's prepare: bf16 autocast, fp32 outputs
+    variants = {"trainer (bf16 head output, fp32 log-softmax)": model, "TRL cast_lm_head_to_fp32": trl_fp32,
+                "true fp32 head": true_fp32}
+    variants = {k: acc.prepare(m.eval()) for k, m in variants.items()}
+    models = [*variants.values(), fp32.eval()]
 
     @torch.no_grad()
-    def three(m_bf16, m_fp32):
-        """Per sampled token: log p with bf16 logits (TRL's default), fp32 head, all fp32."""
-        h = m_bf16.get_base_model().model(ids).last_hidden_state[:, prompt_len - 1:-1]  # after the final norm
-        lp16 = torch.log_softmax(m_bf16.get_output_embeddings()(h), -1)  # bf16 log-softmax, as TRL's
-        lp_head = torch.log_softmax(h.float() @ head.float().T, -1)
-        lp32 = torch.log_softmax(m_fp32(ids).logits[:, prompt_len - 1:-1], -1)
-        pick = target.unsqueeze(-1)
-        return [x.gather(-1, pick).squeeze(-1).float() for x in (lp16, lp_head, lp32)]
+    def logps() -> list[torch.Tensor]:
+        return [token_logps_and_entropies(m, ids, attn, K, 1.0, False, 4096)[0] for m in models]  # (n, K) each
 
-    old = three(model, fp32)
+    old = logps()
+    same = float((old[1] - old[0]).abs().max())
     base = [p.detach().clone() for p in lora]
-    buckets = [("log p < -4", old[2] < -4), ("-4 <= log p < -1", (old[2] >= -4) & (old[2] < -1)),
-               ("log p >= -1", old[2] >= -1)]
-    print(f"tiny bf16 policy ({'untrained' if untrained else 'warm start'}), {target.numel()} sampled tokens; "
-          f"sampled-token log p: median "
-          f"{float(old[2].median()):.2f}, 10th percentile {float(old[2].quantile(0.1)):.2f}")
+    ref = old[-1]
+    buckets = [("log p < -4", ref < -4), ("-4 <= log p < -1", (ref >= -4) & (ref < -1)), ("log p >= -1", ref >= -1)]
+    print(f"tiny bf16 policy ({'untrained' if untrained else 'warm start'}), {ref.numel()} sampled tokens; "
+          f"sampled-token log p: median {float(ref.median()):.2f}, 10th percentile {float(ref.quantile(0.1)):.2f}")
+    print(f"TRL's cast_lm_head_to_fp32 under the prepared forward: max |log p - trainer's| = {same:.1e}")
+    copies = [list(adapter(m)) for m in (trl_fp32, true_fp32, fp32)]
     for move in moves:
         with torch.no_grad():
             for p, b in zip(lora, base):
                 p.copy_(b + torch.randn(p.shape, generator=gen) * move)
-            for p, q in zip(adapter(fp32), lora):
-                p.copy_(q)  # the same adapter in the all-fp32 reference
-        new = three(model, fp32)
-        r16, rhead, r32 = (torch.exp(n - o) for n, o in zip(new, old))
+            for params in copies:
+                for p, q in zip(params, lora):
+                    p.copy_(q)  # the same adapter in every variant
+        new = logps()
+        ratios = [torch.exp(n - o) for n, o in zip(new, old)]
+        r32 = ratios[-1]
 
         def clipped(r):
             return (r < 1 - CLIP_LOW) | (r > 1 + CLIP_HIGH)
 
         print(f"LoRA move {move:.0e}: reference |ratio - 1| mean {float((r32 - 1).abs().mean()):.3f}, "
               f"{100 * float(clipped(r32).float().mean()):.1f}% of tokens outside the clip range")
-        for name, r in (("bf16 log-probs", r16), ("fp32 LM head ", rhead)):
+        for name, r in zip(variants, ratios):
             err = (r - r32).abs()
             flip = float((clipped(r) != clipped(r32)).float().mean())
             print(f"    {name}: |ratio error| mean {float(err.mean()):.2e}, p99 {float(err.quantile(0.99)):.2e}, "
@@ -227,10 +267,6 @@ def run_ratios(moves: list[float], untrained: bool = False) -> None:
             print("        by reference log p: " + "; ".join(
                 f"{label} ({int(m.sum())} tokens) {float(err[m].mean()) if m.any() else float('nan'):.2e}"
                 for label, m in buckets))
-        gap = (r16 - rhead).abs()
-        print(f"    the head's share (bf16 logits vs fp32 head, same bf16 body): |ratio difference| mean "
-              f"{float(gap.mean()):.2e}, max {float(gap.max()):.2e}; clip decision differs on "
-              f"{100 * float((clipped(r16) != clipped(rhead)).float().mean()):.2f}% of tokens")
         with torch.no_grad():
             for p, b in zip(lora, base):
                 p.copy_(b)
@@ -243,7 +279,7 @@ def main(argv=None) -> int:
     d = sub.add_parser("drift", help="base-weight drift of TRL's in-place merge / unmerge")
     d.add_argument("--steps", type=int, default=100, help="GRPO steps of the tiny run (the tiny scale's 100)")
     d.add_argument("--counts", default="100,1000,2000", help="sync counts to continue to (3B ~1,000, 7B ~2,000)")
-    r = sub.add_parser("ratios", help="importance-ratio error of bf16 log-probs vs an fp32 LM head")
+    r = sub.add_parser("ratios", help="importance-ratio error of the trainer's log-probs vs an fp32 LM head")
     r.add_argument("--moves", default="1e-3,3e-3,1e-2", help="LoRA weight moves (std) between old and new policy")
     r.add_argument("--untrained", action="store_true",
                    help="the untrained tiny model (flat distributions: sampled tokens have log p near -log V)")
