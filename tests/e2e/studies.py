@@ -200,13 +200,13 @@ print("ENDPOINTS " + json.dumps(out))
 @dataclass
 class Rehearsal:
     run: subprocess.CompletedProcess
-    project: str                  # the Compose project (its volume: <project>_data)
+    project: str                  # the Compose project
     containers: list[dict]        # `docker inspect` of every container the project left (workers, judge, group)
     events: list[dict]            # the daemon's container start events of the project (one-off runs included)
     judge_log: str                # the judge server's output
     endpoints: dict               # ENDPOINT_CHECK's answer, asked before the study (which then reuses the server)
     results: Path                 # RCEA_RESULTS on the host
-    volume: Path                  # a copy of the data volume's infer/3b folder and its models' names
+    volume: Path                  # the data folder every container mounted (the host's, as `host`)
     seconds: float                # wall time of the study
     host: Path                    # the driver's folder on this host (RCEA_DATA: data lock, unit logs, state/)
     started: float                # time.time() at the study's start
@@ -249,9 +249,9 @@ def engine() -> None:
 
 
 def rehearsal_env(project: str, results: Path, host: Path | None = None) -> dict:
-    """`host`: the study driver's own folder on this host (RCEA_DATA: data lock, unit logs, and the state folder
-    compose.yaml bind-mounts into every container: the study's one store), so the rehearsal writes nothing into
-    the checkout's ./data; the rest of the containers' data stays in the volume."""
+    """`host`: the study's data folder on this host (RCEA_DATA), which compose.yaml bind-mounts into every
+    container at /workspace/data (one view of the data), so the rehearsal writes nothing into the checkout's
+    ./data."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
         "RCEA_DATA", "RCEA_LEDGER", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS", "JUDGE_MODEL", "JUDGE_ARGS",
         "UID", "GID") and not k.startswith("INFER_GPU")}
@@ -260,24 +260,15 @@ def rehearsal_env(project: str, results: Path, host: Path | None = None) -> dict
                 JUDGE_MODEL=JUDGE_WEIGHTS, UID="1000", GID="1000", **own)   # what Invoke writes into .env for root
 
 
-def seed_models(models: Path, env: dict) -> None:
-    """The demo's tiny models into the project's data volume, as a model cache would be on a GPU host."""
-    docker("compose", "run", "--rm", "--no-deps", "--user", "0", "-v", f"{models}:/seed:ro", "aggregate", "sh", "-c",
-           "mkdir -p data/models && cp -a /seed/. data/models/ && chown -R 1000:1000 data/models", env=env)
-
-
-def copy_out(env: dict, dest: Path, *paths: str) -> None:
-    """Folders of the data volume (relative to it) to `dest`, through a container of the project."""
-    dest.mkdir(parents=True, exist_ok=True)
-    out = subprocess.run(["docker", "compose", "run", "--rm", "--no-deps", "-T", "aggregate", "tar", "-C", "data",
-                          "--ignore-failed-read", "-cf", "-", *paths], cwd=ROOT, env=env, capture_output=True,
-                         timeout=600)   # what exists: a failed study's checks then say what is missing
-    subprocess.run(["tar", "-C", str(dest), "-xf", "-"], input=out.stdout, check=True, timeout=600)
+def seed_models(models: Path, host: Path) -> None:
+    """The demo's tiny models into the host's data folder, as a model cache would be on a GPU host (the study
+    gives what root made there to the containers' user)."""
+    shutil.copytree(models, host / "models", dirs_exist_ok=True)
 
 
 def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehearsal:
     """`invoke study --scale 3b` through the real `docker compose` with compose.yaml and compose.cpu.yaml, with
-    `models` copied into the data volume as the model cache. Everything the project made is removed after."""
+    `models` copied into the data folder as the model cache. Everything the project made is removed after."""
     import time
 
     engine()
@@ -296,7 +287,7 @@ def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehears
                                   "--filter", "event=start", "--filter", f"label=com.docker.compose.project={project}"],
                                  stdout=fev, stderr=subprocess.DEVNULL)
     try:
-        seed_models(models, env)
+        seed_models(models, host)
         t0, started = time.monotonic(), time.time()
         # The judge server first, with the study's settings (the study's `up --wait judge` then finds it running
         # and healthy), so the endpoint check costs no second start; it starts while the study trains.
@@ -324,10 +315,8 @@ def rehearsal_study(models: Path, tmp_path: Path, extra_overrides=()) -> Rehears
         watch.wait(timeout=60)
         events = [json.loads(ln) for ln in log_events.read_text().splitlines() if ln.strip()]
         judge_log = docker("compose", "logs", "--no-color", "judge", env=env, check=False).stdout
-        volume = tmp_path / "volume"
-        copy_out(env, volume, "infer/3b", "llm_cache")
-    finally:  # nothing of the project stays: containers, network, the data and cache volumes
+    finally:  # nothing of the project stays: containers, network, the cache volume
         watch.kill()
         docker("compose", "--profile", "*", "down", "--volumes", "--remove-orphans", env=env, check=False, timeout=300)
-    return Rehearsal(run, project, containers, events, judge_log, endpoints, results, volume, took, host, started,
+    return Rehearsal(run, project, containers, events, judge_log, endpoints, results, host, took, host, started,
                      killed)

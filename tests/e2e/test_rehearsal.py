@@ -2,8 +2,8 @@
 
 `scripts/engine` gives the engine (installing and starting it where needed), the study's three images are the
 CPU builds of docker/*.Dockerfile, and Compose reads compose.yaml with the CPU override compose.cpu.yaml
-(`COMPOSE_FILE`: no GPU reservation, the workers on vLLM's CPU build). Real parts throughout: the project's
-named data volume, `docker compose run` for prepare, training, enqueueing, labels, aggregation and results,
+(`COMPOSE_FILE`: no GPU reservation, the workers on vLLM's CPU build). Real parts throughout: the host's data
+folder bind-mounted into every container (one view of the data), `docker compose run` for prepare, training, enqueueing, labels, aggregation and results,
 `docker compose up infer-workers` for two vLLM workers (ranks 0 and 1 of NUM_WORKERS=2; no container for
 ranks 2..7, whose GPUs a 2-GPU host would lack), and the judge service, vLLM's OpenAI server (infer/judge_server.py) on CPU serving the tiny policy
 under the names the configuration asks for (judge.model and codebook.model) at http://judge:8000/v1, on the
@@ -15,7 +15,7 @@ overrides (`--override`, which reach every container through RCEA_OVERRIDES):
   so the benchmark files, loaders and evaluation tables are walked;
 - the LLM judge and codebook (judge.labeller=llm), not the toy world's rules.
 
-The demo's tiny models (session fixture) are copied into the data volume first, as a model cache would be on
+The demo's tiny models (session fixture) are copied into the data folder first, as a model cache would be on
 a GPU host; everything else the study makes itself. The training run is a work unit of the study's executor,
 launched as the train container: it is killed (`docker kill`) once it has a complete checkpoint, and the
 executor's retry resumes it from there. The run is `studies.rehearsal_study`, started by
@@ -28,7 +28,7 @@ import re
 
 from tests.e2e.studies import ROOT, Rehearsal
 
-STAGES = ("prepare", "train grpo", "workers", "judge", "modes", "audit sample", "aggregate", "results -> results/3b/")
+STAGES = ("prepare", "train grpo", "workers", "judge", "modes", "audit sample", "aggregate", "results -> ")
 WORKERS = [f"infer-worker-{i}" for i in range(8)]
 SERVED = ("Qwen/Qwen3.5-9B", "Qwen3.7-Flash")   # configs/base.toml judge.model, codebook.model
 
@@ -61,6 +61,7 @@ def check_rehearsal(r: Rehearsal) -> None:
     out = run.stdout
     for stage in STAGES:
         assert re.search(rf"^=== \[\d/8\] {re.escape(stage)}", out, re.M), stage
+    assert f"results -> {results}/3b/" in out   # the host's results folder ($RCEA_RESULTS), as the driver sees it
 
     # the report, written by the aggregate container into ./results/3b on the host: every output rendered but
     # those of the semantic modes (the tiny judge writes no verdict, so no success is valid and no mode assigned)
@@ -84,7 +85,7 @@ def check_rehearsal(r: Rehearsal) -> None:
     assert {m["lockfile"].split(":")[0] for m in manifests} == {"infer-vllm-cpu.txt"}
     assert {m["device"].split(":")[0] for m in manifests} == {"cpu"}
 
-    # what each container saw: the scale, its worker rank, the data volume, no GPU (the CPU override)
+    # what each container saw: the scale, its worker rank, the host's data folder, no GPU (the CPU override)
     by_service = {c["Config"]["Labels"]["com.docker.compose.service"]: c for c in r.containers}
     assert set(WORKERS[:2]) | {"infer-workers", "judge"} <= set(by_service), sorted(by_service)
     assert not set(WORKERS[2:]) & set(by_service), sorted(by_service)   # NUM_WORKERS=2: two workers only
@@ -93,10 +94,8 @@ def check_rehearsal(r: Rehearsal) -> None:
         env = env_of(c)
         assert env["RCEA_SCALE"] == "3b" and env["RCEA_DATA"] == "/workspace/data", name
         assert "judge.labeller=llm" in env["RCEA_OVERRIDES"], name
-        assert any(m["Type"] == "volume" and m["Name"] == f"{r.project}_data" and m["Destination"] == "/workspace/data"
-                   for m in c["Mounts"]), name
-        assert any(m["Type"] == "bind" and m["Source"] == str(r.host / "state") and
-                   m["Destination"] == "/workspace/data/state" for m in c["Mounts"]), name
+        data = [(m["Type"], m["Source"]) for m in c["Mounts"] if m["Destination"].startswith("/workspace/data")]
+        assert data == [("bind", str(r.host))], (name, data)   # one mount: the host's data folder, nothing nested
         assert not c["HostConfig"].get("DeviceRequests"), name
         assert not {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"} & set(env), name
         assert list(c["NetworkSettings"]["Networks"]) == [network], name
@@ -119,7 +118,7 @@ def check_rehearsal(r: Rehearsal) -> None:
         ("train", "rcea/train"), ("infer-cli", "rcea/infer"), ("aggregate", "rcea/aggregate")}
 
     # the judge: vLLM's server on the tiny policy, under the configured names, answering the LLM judge; each
-    # request (identical ones once) answered 200 and cached in the volume under the configured judge name
+    # request (identical ones once) answered 200 and cached in the data folder under the configured judge name
     assert env_of(by_service["judge"])["JUDGE_MODEL"] == "/workspace/data/models/tiny-toy-warm"
     assert "-m vllm.entrypoints.openai.api_server --model /workspace/data/models/tiny-toy-warm" in r.judge_log
     assert "--served-model-name " + " ".join(SERVED) in r.judge_log
@@ -150,6 +149,20 @@ def check_rehearsal(r: Rehearsal) -> None:
         (trained,) = db.execute("SELECT updated FROM units WHERE key LIKE 'train:3b:grpo:%' AND state='done'").fetchone()
         starts = sorted(t for (t,) in db.execute("SELECT started FROM jobs WHERE state='done'"))
     assert starts and r.started < starts[0] < trained, (r.started, starts[:3], trained)
+    # one view of the data: the train container's run folder is the host's, the containers' user's (the study
+    # ran as root here), complete, and the driver judges it done as it does a local run's
+    from orchestrate.units import TrainUnit
+
+    run_folder = r.host / "train" / "3b" / "grpo"
+    assert (run_folder.stat().st_uid, run_folder.stat().st_gid) == (1000, 1000)
+    assert (r.host / "infer" / "3b" / "tables").stat().st_uid == 1000
+    import os
+    from unittest import mock
+
+    from tests.e2e.studies import rehearsal_overrides
+
+    with mock.patch.dict(os.environ, {"RCEA_OVERRIDES": ";".join(rehearsal_overrides())}):   # the study's settings
+        assert TrainUnit("grpo", "3b", launcher="compose").done(r.host)
     # the driver's own state (data lock, unit logs) went to its host folder, none into the checkout's ./data
     assert (r.host / ".rcea.lock").exists() and list((r.host / "logs" / "units").glob("train_3b_*.log"))
     ours = [p for p in (ROOT / "data").rglob("*") if "3b" in p.name and p.stat().st_mtime >= r.started] \
@@ -160,7 +173,7 @@ def check_rehearsal(r: Rehearsal) -> None:
 
 
 def test_up_infer_workers_is_the_command_and_honours_num_workers(tmp_path):
-    """`docker compose up infer-workers`, exactly, on an empty volume: NUM_WORKERS=2 workers start (no container
+    """`docker compose up infer-workers`, exactly, on an empty data folder: NUM_WORKERS=2 workers start (no container
     for ranks 2..7), both refuse without a queue (exit 2, saying what to run), and the follower says there is
     no queue. The study's form (--abort-on-container-failure)
     then fails instead of waiting."""
