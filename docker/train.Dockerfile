@@ -62,7 +62,7 @@ RUN --mount=type=secret,id=ca_bundle \
 RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 1; fi \
  && (getent group "${APP_GID}" || groupadd --gid "${APP_GID}" rcea) \
  && useradd --non-unique --uid "${APP_UID}" --gid "${APP_GID}" --home-dir /home/rcea --create-home rcea \
- && mkdir -p /workspace/data /cache/hf \
+ && mkdir -p /workspace/data /cache/hf /cache/vllm \
  && chown -R "${APP_UID}:${APP_GID}" /workspace /cache
 
 # The commit the code below comes from (`invoke build` passes it; manifests read it, rcea/provenance.py).

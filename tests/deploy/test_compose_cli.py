@@ -214,12 +214,12 @@ def test_compose_puts_the_hand_started_workers_off_the_training_gpu(compose):
 @pytest.mark.parametrize("files", [("compose.yaml",), ("compose.yaml", "compose.cpu.yaml")])
 def test_every_service_sees_the_hosts_data_folder_as_a_bind_mount(compose, tmp_path, files):
     """As Compose resolves it: $RCEA_DATA (else the project's ./data) bound at /workspace/data in every service, the
-    GPU file and its CPU override alike; the only named volume left is the model cache."""
+    GPU file and its CPU override alike; the only named volumes left are the caches: models and vLLM's compiles."""
     for env, source in (({"RCEA_DATA": str(tmp_path)}, str(tmp_path)), ({}, str(ROOT / "data"))):
         out = compose("--profile", "*", "config", "--format", "json", files=files, **env)
         assert out.returncode == 0, out.stderr
         doc = json.loads(out.stdout)
-        assert set(doc.get("volumes") or {}) == {"hf-cache"}
+        assert set(doc.get("volumes") or {}) == {"hf-cache", "vllm-cache"}
         for name, svc in doc["services"].items():
             data = [(v["type"], v["source"]) for v in svc["volumes"] if v["target"] == "/workspace/data"]
             assert data == [("bind", source)], (name, data)
