@@ -17,7 +17,7 @@ def mathdata_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """The artifact store: `RCEA_DATA`, else `./data` (the shared volume in containers)."""
+    """The artifact store: `RCEA_DATA`, else `./data` (in a container: the host's, mounted at /workspace/data)."""
     env = os.environ.get("RCEA_DATA")
     return Path(env).resolve() if env else project_root() / "data"
 

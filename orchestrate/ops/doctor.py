@@ -113,20 +113,19 @@ def evaluate(facts: dict, num_workers: int = MAX_WORKERS, min_disk_gb: int = 100
     if volumes_ok is None:
         checks.append(Check("volumes", "ok" if facts["data_writable"] else "fail",
                             "local data/ writable" + ("" if facts["engine"] else
-                                                      " (named volumes not checked: no Docker engine)"),
+                                                      " (the containers' view not checked: no Docker engine)"),
                             "" if facts["data_writable"] else "chown -R $(id -u):$(id -g) data"))
     else:
         checks.append(Check("volumes", "ok" if volumes_ok else "fail",
-                            "named volume data writable by UID:GID (hf-cache takes the train/infer images' "
-                            "owner when first mounted)"
-                            + ("" if volumes_ok else " failed"),
-                            "" if volumes_ok else "rebuild with `invoke build` (images take UID/GID from "
-                            ".env) or: docker compose run --rm -u 0 aggregate chown -R $(id -u):$(id -g) "
-                            "/workspace/data /cache/hf"))
+                            "the data folder ($RCEA_DATA, else ./data, bind-mounted at /workspace/data) writable "
+                            "by the containers' UID:GID (hf-cache takes the train/infer images' owner when first "
+                            "mounted)" + ("" if volumes_ok else " failed"),
+                            "" if volumes_ok else "chown -R $(id -u):$(id -g) ${RCEA_DATA:-data}, or rebuild with "
+                            "`invoke build` (images take UID/GID from .env)"))
     return checks
 
 
-# Through the aggregate service, which mounts only the data volume (compose.yaml): probing /cache/hf there
+# Through the aggregate service, which mounts only the data folder (compose.yaml): probing /cache/hf there
 # failed on every host (an unmounted, root-owned folder), measured with the real Compose.
 VOLUME_PROBE = ["run", "--rm", "--no-deps", "aggregate", "python", "-c",
                 "import os,sys; sys.exit(0 if os.access('/workspace/data', os.W_OK) else 1)"]

@@ -61,7 +61,7 @@ def test_no_docker_no_gpu_is_reported_as_warnings_with_what_to_do():
     assert "image builds" not in checks  # nothing to say about builds without an engine
     assert checks["gpu"].level == "warn" and "580" in checks["gpu"].fix
     assert checks["disk"].level == "warn"  # enough for tiny, not for 3b/7b
-    assert "named volumes not checked" in checks["volumes"].detail
+    assert "the containers' view not checked" in checks["volumes"].detail
 
 
 @pytest.mark.parametrize("strict,raises", [(False, False), (True, True)])
