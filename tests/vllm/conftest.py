@@ -287,6 +287,12 @@ def engine(tiny_model):
     from rcea.data import stop_strings
     from rcea.lora_ranks import max_lora_rank
 
+    # On a machine whose vLLM model-info cache is empty (~/.cache/vllm/modelinfos: a fresh machine's first engine),
+    # vLLM's registry writes the entry in this process and that write imports model_loader -> lora ->
+    # punica_wrapper.utils BEFORE the CPU worker's module: the LoRA index mapping then binds the pinning
+    # async_tensor_h2d (what failed on a fresh machine; test_unpinned.py). The engine takes that order every time.
+    import vllm.lora.punica_wrapper.utils  # noqa: F401
+
     t0 = time.monotonic()
     be = get_backend("vllm", str(tiny_model), max_lora_rank=max_lora_rank(LORA_RANK), max_model_len=512, seed=0,
                      stop_tokens=stop_strings(load_config("tiny")), **ENGINE_LIMITS)   # as infer.worker builds it
