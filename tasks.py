@@ -276,20 +276,7 @@ def doctor(c, strict=False, num_workers=None, min_disk_gb=100, ray_address="", s
     doc.run_doctor(check_workers(num_workers), strict, min_disk_gb, ray_address or None, choice("scale", scale, SCALES))
 
 
-@task(iterable=["override"], help={"path": "the outside run's checkpoint folder", "base": "its base model folder (default: the scale's)",
-                                   "name": "its label in the report", "scale": H_SCALE, "override": "key=value",
-                                   "check-only": "find and check the checkpoints and the base; import and queue nothing",
-                                   "base-differs": "measure over the scale's base although --base holds other weights "
-                                                   "(recorded with the run)"})
+@task(iterable=["override"], help={**ot.HELP, "scale": H_SCALE})
 def measure_run(c, path, base="", name="outside", scale="tiny", override=None, check_only=False, base_differs=False):
     """Measure a run this harness did not train, then aggregate (docs/outside-runs.md)."""
-    scale = choice("scale", scale, SCALES)
-    overrides = check_overrides(override, scale)
-    commands = ot.measure_run_commands(scale, path, base, name, overrides, check_only=check_only,
-                                       base_differs=base_differs)
-    if not check_only:   # measured under the data folder's settings (a --quick demo's), so one report reads all
-        joined, said = ot.join_settings(scale, name, path, overrides)
-        if joined:
-            print(said, flush=True)
-            share_overrides(c, joined)
-    run_all(c, commands)
+    ot.measure_run(c, choice("scale", scale, SCALES), path, base, name, override, check_only, base_differs)

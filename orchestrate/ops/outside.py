@@ -33,6 +33,29 @@ def outside_command(scale: str, folder: str, base: str, name: str, overrides=())
                         run_opts=[*mounts, *more])
 
 
+HELP = {"path": "the outside run's checkpoint folder", "base": "its base model folder (default: the scale's)",
+        "name": "its label in the report", "override": "key=value",
+        "check-only": "find and check the checkpoints and the base; import and queue nothing",
+        "base-differs": "measure over the scale's base although --base holds other weights (recorded with the run)"}
+
+
+def measure_run(c, scale: str, path: str, base: str, name: str, override, check_only=False, base_differs=False):
+    """`invoke measure-run`: its commands, run under the data folder's settings (join_settings: a --quick demo's,
+    shared through $RCEA_OVERRIDES) so that one report reads every table."""
+    from orchestrate.ops.commands import check_overrides
+    from orchestrate.ops.shell import run_all, share_overrides
+
+    overrides = check_overrides(override, scale)
+    commands = measure_run_commands(scale, path, base, name, overrides, check_only=check_only,
+                                    base_differs=base_differs)
+    if not check_only:
+        joined, said = join_settings(scale, name, path, overrides)
+        if joined:
+            print(said, flush=True)
+            share_overrides(c, joined)
+    run_all(c, commands)
+
+
 def measure_run_commands(scale: str, folder: str, base: str, name: str, overrides=(), num_workers: int = 1,
                          check_only: bool = False, base_differs: bool = False):
     if not Path(folder).is_dir():
