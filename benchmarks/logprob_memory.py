@@ -5,8 +5,8 @@ holds it (bf16 weights, PEFT LoRA, gradient checkpointing, Accelerate-prepared w
 moderate vocabulary, through TRL 0.29.0's unchunked `_get_per_token_logps_and_entropies` (chunk 0) and
 through train/logprobs.py at several chunk sizes. Each configuration runs in a fresh process; the peak is
 the process's resident-set high-water mark (VmHWM, reset through /proc/self/clear_refs once the model is
-built) minus its resident set just before the step, in MiB. CPU allocations this large are mmap'd and
-returned on free, so the resident set follows the live tensors. The printed unit L is one fp32 logits
+built) minus its resident set just before the step, in MiB. glibc is told to mmap every block of 1 MiB or
+more (MALLOC_MMAP_THRESHOLD_), so freed tensors leave the resident set at once and it follows the live ones. The printed unit L is one fp32 logits
 tensor of the micro-batch (B x K x V x 4 bytes): TRL's peak in L is the factor the GPU plan scales by, and
 the chunked peaks' slope over chunk size gives the factor per chunk.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -93,7 +94,9 @@ def main(argv=None) -> int:
     for grad in (True, False):
         for chunk in [int(c) for c in a.chunks.split(",")]:
             cmd = [sys.executable, "-m", "benchmarks.logprob_memory", "--one", str(chunk)] + ([] if grad else ["--no-grad"])
-            r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}  # glibc: every block >= 1 MiB mmap'd,
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout  # freed at once
+            r = json.loads(out.strip().splitlines()[-1])
             rows = chunk or B * K
             per_chunk = r["peak_mib"] / (rows * VOCAB * 4 / 2**20)
             name = ("loss step" if grad else "no-grad pass") + (" TRL" if not chunk else "")

@@ -73,8 +73,8 @@ def _chunk_logps(head, autocast, temperature: float, entropy_out: list | None, h
     checkpointing this function runs again in the backward, and that second call skips it.
     """
     with autocast():
-        z = head(h)                                          # (n, V) logits, bf16 under bf16 autocast
-    z = z.float() / temperature                              # (n, V) fp32
+        z = head(h).float()    # (n, V) fp32: the head's output (bf16 under bf16 autocast) upcast, then dropped
+    z = z.div_(temperature)    # (n, V) fp32, in place (neither op's backward needs its output)
     lse = torch.cat([torch.logsumexp(part, dim=-1) for part in z.split(SUB_ROWS)])    # (n,), SUB_ROWS at a time
     logp = z.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - lse                          # (n,) nats
     if entropy_out is not None and not entropy_out:
