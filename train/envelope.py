@@ -140,7 +140,11 @@ def engine_stage(cfg, shape: Shape, card: Card, m: dict) -> Stage:
     have = t["vllm_gpu_memory_utilization"] * card.memory_gib * GIB
     fix = ""
     if need > have:
-        fix = f"train.vllm_gpu_memory_utilization={-(-need / (card.memory_gib * GIB) // 0.05) * 0.05:.2f}"
+        share = -(-need / (card.memory_gib * GIB) // 0.05) * 0.05     # rounded up to 0.05
+        fix = (f"train.vllm_gpu_memory_utilization={share:.2f}" if share <= 0.5 else
+               f"train.vllm_gpu_memory_utilization={share:.2f} with train.vllm_enable_sleep_mode=true"
+               if share <= pd.assume("headroom") else
+               "fewer sequences per rollout (train.per_device_batch x train.grad_accum) or a larger card")
     return Stage("engine (colocated vLLM)", "train", have / GIB, card, 0.0, need_gib=need / GIB,
                  reserve_gib=have / GIB, fix=fix,
                  detail={"kv_gib": kv / GIB, "sequences": seqs})

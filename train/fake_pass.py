@@ -14,8 +14,10 @@ peak; the tracked bytes are the allocator's live bytes, without CUDA's caching. 
 FLOPs: torch.utils.flop_counter's formulas (matmuls and attention; elementwise ops count 0), in the same mode.
 
 Depth: every decoder layer is the same module, so bytes and FLOPs are affine in the number of layers. The
-passes run at `DEPTHS` = (2, 3) layers of the real width and extrapolate to the real depth (a 36-layer fake
-pass takes a minute on two cores; tests/train/test_plan.py checks the extrapolation against 5 layers).
+passes run at `DEPTHS` = (2, 3) layers of the real width, vocabulary, micro-batch and sequence length, and
+extrapolate to the real depth (a 36-layer fake pass takes a minute on two cores; tests/train/test_plan.py checks
+the extrapolation against 5 layers). Rows are measured as configured: the peak is not affine in them (with
+log-prob chunks, where it falls moves with the number of chunks).
 """
 
 from __future__ import annotations
@@ -219,14 +221,14 @@ def _loss(cfg, logps, entropies, ids, keep: int, B: int):
     return loss
 
 
-def measure(cfg, shape: Shape, layers: int, what: str) -> Measured:
+def measure(cfg, shape: Shape, layers: int, what: str, rows: int | None = None) -> Measured:
     """One pass at `layers` layers: "update" (grad: log-probs + entropies, the objective's loss, the backward
     of one micro-batch of per_device_batch rows), "rollout" (no grad: old / reference log-probs and entropies
     of per_device_batch rows, TRL's row batch). Sequences: max_prompt_tokens + max_completion_tokens.
     `cfg` is loaded with its method: the update's loss is that objective's (GRPO's for the planner: objectives
     that select tokens by value need real tensors, measured apart: train.plan.objective_bytes)."""
 
-    B = int(cfg["train.per_device_batch"])
+    B = int(rows or cfg["train.per_device_batch"])
     T = int(cfg["train.max_completion_tokens"])
     S = int(cfg["data.max_prompt_tokens"]) + T
     mode = fake_mode()
@@ -254,10 +256,18 @@ def extrapolate(at: dict[int, float], layers: int) -> float:
 
 
 def measure_depth(cfg, shape: Shape, what: str, depths=DEPTHS) -> Measured:
-    """`measure` at the real depth, extrapolated from `depths`."""
+    """`measure` at the real depth (and the real micro-batch: rows are not affine, the log-prob chunks change
+    where the peak falls), extrapolated from `depths`."""
     got = {d: measure(cfg, shape, d, what) for d in depths}
     return Measured(extrapolate({d: m.peak_bytes for d, m in got.items()}, shape.layers),
                     extrapolate({d: m.flops for d, m in got.items()}, shape.layers))
+
+
+def checkpoint_floor(cfg, shape: Shape) -> float:
+    """A lower bound of the update pass's peak bytes: the bf16 input of every checkpointed decoder layer of one
+    micro-batch, live together at the start of the backward (B x S x hidden x 2 bytes x layers)."""
+    B, S = cfg["train.per_device_batch"], cfg["data.max_prompt_tokens"] + cfg["train.max_completion_tokens"]
+    return float(B * S * shape.hidden * 2 * shape.layers)
 
 
 def resident(cfg, shape: Shape, depths=DEPTHS) -> tuple[float, float]:

@@ -11,7 +11,7 @@ import sys
 import time
 
 from train import plan_data as pd
-from train.plan_data import Shape
+from train.plan_data import GIB, Shape
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
@@ -24,10 +24,18 @@ def measure_scale(cfg, shape: Shape, log=_say) -> dict:
 
     t0 = time.time()
     resident, trainable = fp.resident(cfg, shape)
-    log(f"[plan] measuring the update pass (fake tensors, {shape.name}) ...")
-    update = fp.measure_depth(cfg, shape, "update")
-    log(f"[plan] measuring the rollout passes ... ({time.time() - t0:.0f}s)")
-    rollout = fp.measure_depth(cfg, shape, "rollout")
+    floor = fp.checkpoint_floor(cfg, shape)
+    if floor > max(c.memory_gib for c in pd.cards().values()) * GIB:
+        # no card holds even the checkpointed layer inputs: the passes are not measured (a huge micro-batch
+        # would take minutes of fake tensors), the floor stands for both
+        log(f"[plan] the micro-batch's checkpointed layer inputs alone need {floor / GIB:.0f} GiB, more than any "
+            "card holds; its passes are not measured")
+        update = rollout = fp.Measured(floor, 0.0)
+    else:
+        log(f"[plan] measuring the update pass (fake tensors, {shape.name}) ...")
+        update = fp.measure_depth(cfg, shape, "update")
+        log(f"[plan] measuring the rollout passes ... ({time.time() - t0:.0f}s)")
+        rollout = fp.measure_depth(cfg, shape, "rollout")
     log(f"[plan] measuring the workers' scoring pass ... ({time.time() - t0:.0f}s)")
     seq = cfg["data.max_prompt_tokens"] + token_budget(cfg)
     got = {d: fp.measure_scorer(cfg, shape, d, int(pd.assume("worker_scorer_batch")), seq, cfg["probe.entropy_chunk"])
@@ -83,8 +91,9 @@ def study_jobs(cfg, scale: str, methods) -> dict:
     return out
 
 
-def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say) -> dict:
-    """Every stage of `scale` on card `gpu`, and the study's totals (GPU-hours; makespan bound on N GPUs)."""
+def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say, measured: dict | None = None) -> dict:
+    """Every stage of `scale` on card `gpu`, and what was measured (card-independent: pass it back as
+    `measured` to plan another card without measuring again)."""
     from rcea.config import METHODS, load_config
     from train import envelope as ev
 
@@ -92,17 +101,20 @@ def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say) -> dict:
     methods = list(methods or METHODS)
     base_cfg = load_config(scale, "grpo", list(overrides))   # the passes' loss: GRPO's (objective_bytes: the rest)
     shape = pd.shape(base_cfg["model.name"])
-    m = measure_scale(base_cfg, shape, log)
-    stages = []
-    for method in methods:
-        cfg = load_config(scale, method, list(overrides))
-        stages.append(ev.train_stage(cfg, shape, card, m, objective_bytes(cfg, shape)))
+    m = measured or measure_scale(base_cfg, shape, log)
+    if "objectives" not in m:
+        m["objectives"] = {}
+        for method in methods:
+            cfg = load_config(scale, method, list(overrides))
+            m["objectives"][method] = (cfg, objective_bytes(cfg, shape))
+    if "jobs" not in m:
+        m["jobs"] = study_jobs(base_cfg, scale, methods)
+    stages = [ev.train_stage(cfg, shape, card, m, extra) for cfg, extra in m["objectives"].values()]
     if base_cfg["train.use_vllm"]:
         stages.append(ev.engine_stage(base_cfg, shape, card, m))
-    jobs = study_jobs(base_cfg, scale, methods)
     for kind in base_cfg["measure.kinds"]:
-        stages.append(ev.worker_stage(base_cfg, shape, card, kind, m["scorer"], jobs))
-    probe_jobs, _ = jobs.get("probe", (0, 0.0))
+        stages.append(ev.worker_stage(base_cfg, shape, card, kind, m["scorer"], m["jobs"]))
+    probe_jobs, _ = m["jobs"].get("probe", (0, 0.0))
     stages.append(ev.judge_stage(base_cfg, card, probe_jobs * base_cfg["probe.n_questions"] * base_cfg["probe.k"]))
     return {"scale": scale, "card": card, "stages": stages, "measured": m}
 
@@ -137,8 +149,8 @@ def render(result: dict, num_gpus: int) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m train.plan", description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", required=True)
-    ap.add_argument("--gpu", default="", help="card name (configs/plan.toml [cards]); default: the scale's first "
-                    "training card ([targets])")
+    ap.add_argument("--gpu", default="", help="card name (configs/plan.toml [cards]), or all (every card's "
+                    "table, exit 0); default: the scale's first training card ([targets])")
     ap.add_argument("--num-gpus", type=int, default=8)
     ap.add_argument("--override", action="append", default=[])
     a = ap.parse_args(argv)
@@ -156,6 +168,13 @@ def main(argv=None) -> int:
             print(f"plan {a.scale}: the tiny model trains and measures on CPU; no GPU stage to plan")
             return 0
         gpu = a.gpu or pd.targets(a.scale)["train"][0]
+        if gpu == "all":   # a survey: every card's table from one measurement, exit 0
+            measured = None
+            for name in pd.cards():
+                result = plan(a.scale, name, a.override, measured=measured)
+                measured = result["measured"]
+                print("\n".join(render(result, a.num_gpus)) + "\n")
+            return 0
         pd.card(gpu)
         result = plan(a.scale, gpu, a.override)
     except ConfigError as exc:

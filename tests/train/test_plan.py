@@ -1,0 +1,134 @@
+"""The resource plan (train/plan.py, docs/plan.md): the fake-tensor measurement against real tensors and against
+the logits arithmetic, the depth extrapolation, and every scale's stages on its target cards."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rcea.config import SCALES, load_config
+from rcea.launch import launch
+from train import fake_pass as fp
+from train import plan as tp
+from train import plan_data as pd
+from train.plan_data import GIB, Shape
+
+SMALL = Shape("small", hidden=128, layers=4, heads=4, kv_heads=2, intermediate=256, vocab=1000, tied=True,
+              context=4096)
+SMALL_RUN = ["train.per_device_batch=4", "train.max_completion_tokens=200"]   # sequences of 204 + 200 tokens
+
+
+def _real_policy(cfg, shape: Shape, layers: int):
+    """The same policy as fake_pass.fake_policy, with real (uninitialised) CPU tensors."""
+    from accelerate import Accelerator
+    from peft import get_peft_model
+
+    from train.run import lora_config
+
+    model = get_peft_model(fp._qwen2(shape, layers, torch.bfloat16).to_empty(device="cpu"), lora_config(cfg))
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.enable_input_require_grads()
+    model.train()
+    return Accelerator(cpu=True, mixed_precision="bf16").prepare_model(model, device_placement=False)
+
+
+def _update(cfg, model, mode=None):
+    """Peak bytes and FLOPs of one update pass (log-probs, GRPO's loss, backward) on 4 x 404 tokens."""
+    T = 200
+    ids = torch.randint(0, 100, (4, 404))
+    mask = torch.ones(4, 404, dtype=torch.long)
+    tr = fp.Tracker()
+    with tr:
+        logps, ent = fp.logps_pass(cfg, model, ids, mask, T, True)
+        fp._loss(cfg, logps, ent, ids, T, 4).backward()
+    return tr.peak, tr.flops
+
+
+@pytest.mark.parametrize("chunk", [0, 64])
+def test_fake_tensors_measure_what_real_tensors_hold(chunk):
+    """The tracker counts the same peak bytes and FLOPs on fake tensors as on real ones (TRL's unchunked pass and
+    train/logprobs.py's chunks), so fake mode changes nothing the plan reads."""
+    cfg = load_config("3b", "grpo", [*SMALL_RUN, f"train.logprob_chunk_tokens={chunk}"])
+    torch.manual_seed(0)
+    real = _update(cfg, _real_policy(cfg, SMALL, 2))
+    mode = fp.fake_mode()
+    model = fp.fake_policy(cfg, SMALL, 2, mode)
+    with mode:
+        fake = _update(cfg, model)
+    assert fake == real
+    assert real[0] > 4 * 200 * SMALL.vocab * 4   # at least the (4, 200, V) fp32 logits
+
+
+def test_depth_extrapolation_matches_a_deeper_measurement():
+    """Bytes and FLOPs are affine in the decoder's depth: 2 and 3 layers predict 5 to within 0.5%."""
+    cfg = load_config("3b", "grpo", [*SMALL_RUN, "train.logprob_chunk_tokens=64"])
+    got = {d: fp.measure(cfg, SMALL, d, "update") for d in (2, 3, 5)}
+    for field in ("peak_bytes", "flops"):
+        predicted = fp.extrapolate({d: getattr(got[d], field) for d in (2, 3)}, 5)
+        assert predicted == pytest.approx(getattr(got[5], field), rel=5e-3)
+    assert got[3].peak_bytes > got[2].peak_bytes   # each layer adds its checkpointed input, LoRA and grads
+
+
+def test_shapes_give_the_published_parameter_counts():
+    """Qwen2.5-3B has 3.09B parameters and 7B 7.62B (their model cards); the shape table reproduces them."""
+    assert pd.shape("Qwen/Qwen2.5-3B").params() == pytest.approx(3.09e9, rel=0.01)
+    assert pd.shape("Qwen/Qwen2.5-7B").params() == pytest.approx(7.62e9, rel=0.01)
+    # vLLM's KV sizing: 2 (K, V) x layers x kv_heads x head_dim x 2 bytes; 36 KiB per token at 3B, 56 KiB at 7B
+    assert pd.shape("Qwen/Qwen2.5-3B").kv_bytes_per_token() == 36 * 1024
+    assert pd.shape("Qwen/Qwen2.5-7B").kv_bytes_per_token() == 56 * 1024
+
+
+def test_trl_unchunked_pass_lies_in_the_logits_arithmetic_band():
+    """Independent number: TRL 0.29.0's pass on fp32 logits peaks at 4.3 to 4.7 copies of one micro-batch's fp32
+    logits (16 x 2,048 x 151,936 x 4 B = 18.5 GiB), 80 to 87 GiB; the fake measurement of the whole unchunked
+    update at 3B lands there, and the plan says no on an 80 GB card, naming the chunked pass."""
+    cfg = load_config("3b", "grpo", ["train.logprob_chunk_tokens=0"])
+    shape = pd.shape(cfg["model.name"])
+    logits = 16 * 2048 * shape.vocab * 4
+    assert logits / GIB == pytest.approx(18.5, abs=0.05)
+    update = fp.measure_depth(cfg, shape, "update")
+    assert 4.3 * logits <= update.peak_bytes <= 4.7 * logits
+    from train import envelope as ev
+
+    resident, trainable = fp.resident(cfg, shape)
+    m = {"resident": resident, "trainable": trainable, "update": update,
+         "rollout": fp.measure_depth(cfg, shape, "rollout")}
+    stage = ev.train_stage(cfg, shape, pd.card("h100-80gb"), m, 0.0)
+    assert not stage.fits and stage.fix == "train.logprob_chunk_tokens=4096"
+
+
+GPU_SCALES = [s for s in SCALES if launch(s).gpus]
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return {}
+
+
+@pytest.mark.parametrize("scale", GPU_SCALES)
+def test_every_stage_fits_its_target_cards(scale, measured):
+    """At every GPU scale's configured shapes, every stage's predicted peak is at most headroom (0.9) x each
+    target card's memory (configs/plan.toml [targets]); an engine's need fits inside its reservation."""
+    targets = pd.targets(scale)
+    lines = []
+    for role, cards in targets.items():
+        for card in cards:
+            got = tp.plan(scale, card, log=lambda *_: None, measured=measured.get(scale))
+            measured[scale] = got["measured"]
+            lines += [f"{s.name} on {card}: {s.peak_gib:.1f} GiB, fix {s.fix}" for s in got["stages"]
+                      if s.role == role and not s.fits]
+    assert not lines, "\n".join(lines)
+
+
+def test_the_plan_says_no_to_a_huge_micro_batch(capsys):
+    """--override train.per_device_batch=512: exit 1 at the training stage, with a micro-batch that fits."""
+    rc = tp.main(["--scale", "3b", "--gpu", "h100-80gb", "--override", "train.per_device_batch=512"])
+    out = capsys.readouterr()
+    assert rc == 1
+    assert "train grpo does not fit h100-80gb" in out.err and "train.per_device_batch=" in out.err
+
+
+def test_bad_card_is_one_line_naming_the_valid_ones(capsys):
+    assert tp.main(["--scale", "3b", "--gpu", "b200"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "h100-80gb" in err[0] and "rtx-5090-32gb" in err[0]
