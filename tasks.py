@@ -23,6 +23,7 @@ from orchestrate.ops import flags, images  # noqa: F401 - flags: importing it an
 from orchestrate.ops import lockfiles as lk
 from orchestrate.ops import study as st
 from orchestrate.ops import outside as ot
+from orchestrate.ops.plan import H_GPU, PLAN_HELP, plan_first
 from orchestrate.ops.commands import (
     AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command, audit_serve_command,
     check_overrides, check_workers, choice, codebook_commands, enqueue_command, hand_worker_gpus, host_data,
@@ -36,18 +37,7 @@ from rcea.progress import duration
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
 H_METHOD = f"RL objective: {', '.join(METHODS)}"
 H_WORKERS = f"measurement workers 1..{MAX_WORKERS}, processes or one GPU each (default: configs/scales/*.toml)"
-H_GPU = "card the plan checks (configs/plan.toml [cards]; default: the scale's first training card)"
 
-
-def _plan_first(c, scale: str, gpu: str, overrides) -> None:
-    """The resource plan (train.plan, CPU) before any container starts (`_at`); a stage that does not fit stops
-    here with the plan's lines and the setting that would fit."""
-    print(f"=== plan: will {scale} fit? (python -m train.plan, CPU, about half a minute)", flush=True)
-    got = run_all(c, [plan_command(scale, gpu, overrides=overrides)], warn=True)[0]
-    if got is not None and got.exited:
-        raise Exit(f"stopped before any container started: the plan above says a stage does not fit; set the fix "
-                   f"it names (--override ...), or check another card with `invoke plan --scale {scale} --gpu ...`",
-                   code=1)
 
 
 def _at(c, scale: str, what: str, tiny_hint: str, gpu: bool = True, plan=None) -> str:
@@ -57,7 +47,7 @@ def _at(c, scale: str, what: str, tiny_hint: str, gpu: bool = True, plan=None) -
     if not launch(choice("scale", scale, SCALES)).local:
         require_compose(c, what, f"run it locally at the tiny scale: {tiny_hint}" if gpu else tiny_hint, gpu)
         if plan is not None:
-            _plan_first(c, scale, *plan)
+            plan_first(c, scale, *plan)
     return scale
 
 
@@ -68,15 +58,12 @@ def prepare(c, scale="tiny"):
     run_all(c, [role_command("rcea.prepare", ["--scale", scale], scale)])
 
 
-@task(iterable=["override"], help={
-    "scale": H_SCALE, "gpu": "card name (configs/plan.toml [cards], e.g. h100-80gb, rtx-pro-6000-96gb, "
-    "rtx-5090-32gb)", "num-gpus": "GPUs of the study (makespan)",
-    "override": "config override key=value (repeatable)"})
+@task(iterable=["override"], help=PLAN_HELP)
 def plan(c, scale="3b", gpu="h100-80gb", num_gpus=8, override=None):
-    """Will it fit, and how long: every stage's peak GPU memory, fits yes/no, GPU-hours; the study's total and
-    makespan (docs/plan.md). Runs locally on CPU (fake tensors) at every scale; exit 1 names the fix."""
-    choice("scale", scale, SCALES)
-    run_all(c, [plan_command(scale, gpu, int(num_gpus), check_overrides(override, scale))])
+    """Will it fit, and how long? Each stage's peak GPU memory and GPU-hours, the study's makespan (docs/plan.md).
+
+    Runs locally on CPU (fake tensors) at every scale; exit 1 names the setting that would fit."""
+    run_all(c, [plan_command(choice("scale", scale, SCALES), gpu, int(num_gpus), check_overrides(override, scale))])
 
 
 @task(iterable=["override"], help={

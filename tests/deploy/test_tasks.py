@@ -37,14 +37,21 @@ def dry_lines(capsys, task, c, **kwargs):
 EXPECTED = [  # (task, kwargs, exact command lines)
     ("prepare", {"scale": "tiny"}, [f"{LOCAL['train']} -m rcea.prepare --scale tiny"]),
     ("prepare", {"scale": "7b"}, ["docker compose run --rm train python -m rcea.prepare --scale 7b"]),
-    ("train", {"method": "kl_cov", "scale": "3b"},
-     ["docker compose run --rm train python -m train --method kl_cov --scale 3b"]),
+    ("train", {"method": "kl_cov", "scale": "3b"},   # the resource plan first, locally on CPU (train.plan)
+     [f"{LOCAL['train']} -m train.plan --scale 3b",
+      "docker compose run --rm train python -m train --method kl_cov --scale 3b"]),
+    ("train", {"method": "grpo", "scale": "3b", "gpu": "rtx-pro-6000-96gb"},
+     [f"{LOCAL['train']} -m train.plan --scale 3b --gpu rtx-pro-6000-96gb",
+      "docker compose run --rm train python -m train --method grpo --scale 3b"]),
+    ("plan", {"scale": "7b", "gpu": "h200-141gb", "num_gpus": 4, "override": ["train.per_device_batch=4"]},
+     [f"{LOCAL['train']} -m train.plan --scale 7b --gpu h200-141gb --num-gpus 4 --override train.per_device_batch=4"]),
     ("train", {"method": "grpo", "scale": "tiny", "max_steps": 2, "resume": True,
                "override": ["train.learning_rate=1e-6", "train.num_generations=4"]},
      [f"{LOCAL['train']} -m train --method grpo --scale tiny --max-steps 2 --resume "
       "--override train.learning_rate=1e-6 --override train.num_generations=4"]),
     ("train", {"method": "archer", "scale": "7b", "override": ["data.instruction=a b"]},
-     ["docker compose run --rm train python -m train --method archer --scale 7b --override 'data.instruction=a b'"]),
+     [f"{LOCAL['train']} -m train.plan --scale 7b --override 'data.instruction=a b'",
+      "docker compose run --rm train python -m train --method archer --scale 7b --override 'data.instruction=a b'"]),
     ("infer", {"scale": "tiny", "method": "dapo", "what": "passk"},
      [f"{LOCAL['infer']} -m infer enqueue --scale tiny --method dapo --what passk"]),
     ("infer", {"scale": "3b", "method": "clip_cov", "what": "all"},
@@ -162,6 +169,8 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
     tasks.study(dry, scale="7b", methods="grpo,kl_cov", num_workers=3)
     out = capsys.readouterr().out
     cmds = [ln for ln in out.splitlines() if ln and not ln.startswith("===")]
+    plan, cmds = cmds[0], cmds[1:]   # the resource plan runs first, locally on CPU, before any container
+    assert plan == f"{LOCAL['train']} -m train.plan --scale 7b"
     assert cmds and all(re.match(r"(env RCEA_SCALE=7b( \w+=\S+)* )?docker compose ", ln) for ln in cmds)
     for ln in cmds:  # run: --scale 7b (or the 7b data paths); up/stop: RCEA_SCALE=7b
         assert "--scale 7b" in ln or ln.startswith("env RCEA_SCALE=7b ") or "results/7b" in ln, ln
@@ -240,7 +249,8 @@ def test_cli_dry_flag_prints_the_compose_line():
     """The real `invoke --dry` core flag, end to end, from the tools environment."""
     out = subprocess.run([sys.executable, "-m", "invoke", "--dry", "train", "--method", "kl_cov", "--scale", "3b"],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "docker compose run --rm train python -m train --method kl_cov --scale 3b"  # no ANSI
+    assert out.strip().splitlines()[1:] == [f"{LOCAL['train']} -m train.plan --scale 3b",   # no ANSI
+                                            "docker compose run --rm train python -m train --method kl_cov --scale 3b"]
 
 
 def test_tiny_really_runs_locally_not_in_docker():
@@ -418,7 +428,7 @@ def test_the_literal_invoke_command_works_after_sourcing_scripts_activate():
               "invoke --dry train --method kl_cov --scale 3b")
     r = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert re.sub(r"\x1b\[[0-9;]*m", "", r.stdout).strip() == \
+    assert re.sub(r"\x1b\[[0-9;]*m", "", r.stdout).strip().splitlines()[-1] == \
         "docker compose run --rm train python -m train --method kl_cov --scale 3b"
 
 
