@@ -119,15 +119,19 @@ def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say, measured: d
     return {"scale": scale, "card": card, "stages": stages, "measured": m}
 
 
-def totals(stages, num_gpus: int) -> tuple[float, float]:
-    """(study GPU-hours, makespan lower bound in hours on `num_gpus` GPUs): max(the longest training run plus
-    the measurement that must follow it, all GPU-hours / num_gpus); benchmarks/scheduler.py's elastic order came
-    within 1.11 x this bound."""
+def totals(stages, num_gpus: int, train_gpus: int = 0) -> tuple[float, float, float]:
+    """(study GPU-hours, makespan bound in hours with `train_gpus` GPUs reserved for training, makespan bound if
+    any GPU may train), on `num_gpus` GPUs. A bound is max(the training on its GPUs plus the last run's
+    measurement, all GPU-hours / num_gpus); benchmarks/scheduler.py's elastic order came within 1.11 x it."""
     total = sum(s.hours for s in stages)
-    runs = [s.hours for s in stages if s.role == "train"]
-    n_runs = max(1, sum(1 for s in stages if s.name.startswith("train ")))
-    follow = sum(s.hours for s in stages if s.role == "infer") / n_runs / max(1, num_gpus - 1)
-    return total, max((max(runs) if runs else 0.0) + follow, total / num_gpus)
+    runs = [s.hours for s in stages if s.name.startswith("train ")]
+    infer = sum(s.hours for s in stages if s.role == "infer")
+    last = infer / max(1, len(runs)) / max(1, num_gpus - 1)     # one run's measurement on the other GPUs
+    spread = total / num_gpus
+    k = min(max(1, train_gpus), num_gpus) if train_gpus else num_gpus
+    serial = -(-len(runs) // k) * max(runs, default=0.0) if runs else 0.0
+    fixed = max(serial + last, (total - sum(runs)) / max(1, num_gpus - k) if num_gpus > k else total, spread)
+    return total, fixed, max(max(runs, default=0.0) + last, spread)
 
 
 def render(result: dict, num_gpus: int) -> list[str]:
@@ -140,9 +144,13 @@ def render(result: dict, num_gpus: int) -> list[str]:
         need = f"  (needs {s.need_gib:.1f} of its {s.reserve_gib:.1f} GiB reservation)" if s.need_gib is not None else ""
         lines.append(f"{s.name:<34} {s.peak_gib:>9.1f} {card.memory_gib:>9.1f} {'yes' if s.fits else 'NO':>5} "
                      f"{s.hours:>10.1f}{need}" + ("" if s.fits else f"  -> fix: {s.fix}"))
-    total, span = totals(result["stages"], num_gpus)
-    lines.append(f"study: {total:,.0f} GPU-hours; makespan on {num_gpus} GPU(s) at least {span:,.1f} h "
-                 f"({span / 24:.1f} days)")
+    from rcea.launch import launch
+
+    k = len(launch(result["scale"]).train_gpus)
+    total, fixed, elastic = totals(result["stages"], num_gpus, k)
+    lines.append(f"study: {total:,.0f} GPU-hours; makespan on {num_gpus} GPU(s) at least {fixed:,.1f} h "
+                 f"({fixed / 24:.1f} days) with {k} training GPU(s) (the scale's train_gpus), at least "
+                 f"{elastic:,.1f} h if any GPU may train")
     return lines
 
 

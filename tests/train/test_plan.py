@@ -132,3 +132,18 @@ def test_bad_card_is_one_line_naming_the_valid_ones(capsys):
     assert tp.main(["--scale", "3b", "--gpu", "b200"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "h100-80gb" in err[0] and "rtx-5090-32gb" in err[0]
+
+
+def test_study_totals_by_hand():
+    """Seven 10 h runs and 14 GPU-hours of measurement on 8 GPUs: 84 GPU-hours; with one training GPU the runs
+    go one after another (70 h) and the last run's 2 h of measurement spreads over 7 GPUs; elastic: every run
+    at once, 10 h + 2 / 7 h, or 84 / 8 = 10.5 h."""
+    from train.envelope import Stage
+
+    card = pd.card("h100-80gb")
+    stages = [Stage(f"train m{i}", "train", 1.0, card, 10.0) for i in range(7)] + \
+        [Stage("worker probe", "infer", 1.0, card, 14.0)]
+    total, fixed, elastic = tp.totals(stages, 8, 1)
+    assert total == 84.0
+    assert fixed == pytest.approx(70.0 + 2.0 / 7)
+    assert elastic == pytest.approx(10.5)
