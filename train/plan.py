@@ -129,7 +129,7 @@ def totals(stages, num_gpus: int, train_gpus: int = 0) -> tuple[float, float, fl
     last = infer / max(1, len(runs)) / max(1, num_gpus - 1)     # one run's measurement on the other GPUs
     spread = total / num_gpus
     k = min(max(1, train_gpus), num_gpus) if train_gpus else num_gpus
-    serial = -(-len(runs) // k) * max(runs, default=0.0) if runs else 0.0
+    serial = max(sum(runs) / k, max(runs, default=0.0))
     fixed = max(serial + last, (total - sum(runs)) / max(1, num_gpus - k) if num_gpus > k else total, spread)
     return total, fixed, max(max(runs, default=0.0) + last, spread)
 
