@@ -15,6 +15,7 @@ flip one logit by one bf16 ulp (2^-8 relative, ~4e-3 for the tiny model's |z| <=
 and 1e-2 relative on the gradients; an alignment or temperature error moves log-probs by whole nats.
 """
 
+import gc
 import os
 from types import SimpleNamespace
 
@@ -224,3 +225,66 @@ def test_trainer_step_is_the_same_with_and_without_chunks(tmp_path, monkeypatch)
     assert g0 and any(float(g.abs().max()) > 0 for g in g0.values())
     for name, g in g0.items():
         torch.testing.assert_close(g1[name], g, rtol=0, atol=1e-5 * float(g.abs().max()), msg=name)
+
+
+def _peak_mib(fn) -> float:
+    """Growth of this process's resident-set high-water mark while fn() runs, MiB (Linux: VmHWM, reset
+    through /proc/self/clear_refs; glibc told to mmap every block >= 1 MiB, so freed tensors leave at once)."""
+    def kib(field):
+        return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field + ":"))
+
+    gc.collect()  # garbage of earlier tests freed now, not inside the measured window
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = kib("VmRSS")
+    fn()
+    return (kib("VmHWM") - before) / 1024
+
+
+def test_peak_memory_follows_the_chunk_not_the_logits():
+    """fp32 policy, V = 8,192: TRL's loss step holds about three copies of the (B, K, V) logits (measured
+    3.2), and doubling K doubles them; the chunked step (128 rows) holds a few chunks, whatever K is."""
+    import ctypes
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        assert libc.mallopt(-3, 1 << 20) == 1  # M_MMAP_THRESHOLD
+        open("/proc/self/clear_refs", "w").close()
+    except (OSError, AssertionError, AttributeError):
+        pytest.skip("needs Linux's /proc/self/clear_refs and glibc's mallopt")
+    V, rows = 8192, 4
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, tie_word_embeddings=True)
+    model = get_peft_model(Qwen2ForCausalLM(cfg), LoraConfig(r=4, target_modules=["q_proj"], task_type="CAUSAL_LM"))
+
+    def step(k, chunk):
+        ids = torch.randint(3, V, (rows, 8 + k), generator=torch.Generator().manual_seed(k))
+        attn = torch.ones_like(ids)
+        if chunk:
+            logp, _ = token_logps_and_entropies(model, ids, attn, k, 1.0, True, chunk)
+        else:
+            logp, _ = trl_pass_k(model, ids, attn, k)
+        logp.sum().backward()
+
+    L = rows * 256 * V * 4 / 2**20  # one fp32 logits tensor at K = 256: 32 MiB
+    try:
+        step(64, 0), step(64, 128)  # warm-up: first-call allocations stay out of the measured peaks
+        trl = [_peak_mib(lambda: step(k, 0)) for k in (256, 512)]
+        chunked = [_peak_mib(lambda: step(k, 128)) for k in (256, 512)]
+    finally:
+        libc.mallopt(-3, 32 << 20)  # glibc's own ceiling for its dynamic threshold, for the tests after this one
+    assert trl[0] > 2.5 * L and trl[1] - trl[0] > 2 * L, (trl, L)  # ~3 logits copies (fp32), growing with K
+    # a chunk of 128 rows is L / 8: the backward holds about five of them (measured 20 MiB), not even one L
+    assert max(chunked) < L and chunked[1] - chunked[0] < 0.25 * L, (chunked, L)
+
+
+def trl_pass_k(model, ids, attn, k):
+    from trl import GRPOTrainer
+
+    fn = GRPOTrainer._get_per_token_logps_and_entropies.__wrapped__
+    me = SimpleNamespace(model_kwarg_keys={"input_ids", "attention_mask", "logits_to_keep"}, temperature=1.0)
+    return fn(me, model, ids, attn, k, compute_entropy=True)
