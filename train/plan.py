@@ -30,7 +30,7 @@ def measure_scale(cfg, shape: Shape, log=_say) -> dict:
         # would take minutes of fake tensors), the floor stands for both
         log(f"[plan] the micro-batch's checkpointed layer inputs alone need {floor / GIB:.0f} GiB, more than any "
             "card holds; its passes are not measured")
-        update = rollout = fp.Measured(floor, 0.0)
+        update = rollout = fp.Measured(floor, float("nan"))
     else:
         log(f"[plan] measuring the update pass (fake tensors, {shape.name}) ...")
         update = fp.measure_depth(cfg, shape, "update")
@@ -110,6 +110,12 @@ def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say, measured: d
     if "jobs" not in m:
         m["jobs"] = study_jobs(base_cfg, scale, methods)
     stages = [ev.train_stage(cfg, shape, card, m, extra) for cfg, extra in m["objectives"].values()]
+    if m["update"].flops != m["update"].flops:   # unmeasured (the floor): the scale's own micro-batch, batch kept
+        b0 = load_config(scale, "grpo")["train.per_device_batch"]
+        B, ga = base_cfg["train.per_device_batch"], base_cfg["train.grad_accum"]
+        for st in stages:
+            st.fix = (f"train.per_device_batch={b0} train.grad_accum={B * ga // b0} (the scale's micro-batch; "
+                      "then rerun the plan)" if b0 < B and (B * ga) % b0 == 0 else "a smaller train.per_device_batch")
     if base_cfg["train.use_vllm"]:
         stages.append(ev.engine_stage(base_cfg, shape, card, m))
     for kind in base_cfg["measure.kinds"]:
@@ -143,14 +149,18 @@ def render(result: dict, num_gpus: int) -> list[str]:
     for s in result["stages"]:
         need = f"  (needs {s.need_gib:.1f} of its {s.reserve_gib:.1f} GiB reservation)" if s.need_gib is not None else ""
         lines.append(f"{s.name:<34} {s.peak_gib:>9.1f} {card.memory_gib:>9.1f} {'yes' if s.fits else 'NO':>5} "
-                     f"{s.hours:>10.1f}{need}" + ("" if s.fits else f"  -> fix: {s.fix}"))
+                     + (f"{s.hours:>10.1f}" if s.hours == s.hours else f"{'n/a':>10}")
+                     + need + ("" if s.fits else f"  -> fix: {s.fix}"))
     from rcea.launch import launch
 
     k = len(launch(result["scale"]).train_gpus)
     total, fixed, elastic = totals(result["stages"], num_gpus, k)
-    lines.append(f"study: {total:,.0f} GPU-hours; makespan on {num_gpus} GPU(s) at least {fixed:,.1f} h "
-                 f"({fixed / 24:.1f} days) with {k} training GPU(s) (the scale's train_gpus), at least "
-                 f"{elastic:,.1f} h if any GPU may train")
+    if total != total:   # a pass no card holds was not measured: no time either
+        lines.append("study: GPU-hours and makespan not predicted (a training pass was not measured)")
+    else:
+        lines.append(f"study: {total:,.0f} GPU-hours; makespan on {num_gpus} GPU(s) at least {fixed:,.1f} h "
+                     f"({fixed / 24:.1f} days) with {k} training GPU(s) (the scale's train_gpus), at least "
+                     f"{elastic:,.1f} h if any GPU may train")
     return lines
 
 

@@ -121,11 +121,14 @@ def test_every_stage_fits_its_target_cards(scale, measured):
 
 
 def test_the_plan_says_no_to_a_huge_micro_batch(capsys):
-    """--override train.per_device_batch=512: exit 1 at the training stage, with a micro-batch that fits."""
+    """--override train.per_device_batch=512: exit 1 at the training stage; its checkpointed layer inputs alone
+    (512 x 2,252 x 2,048 x 2 B x 36 = 158 GiB) exceed every card, and the fix keeps the batch of 2,048 with the
+    scale's own micro-batch."""
     rc = tp.main(["--scale", "3b", "--gpu", "h100-80gb", "--override", "train.per_device_batch=512"])
     out = capsys.readouterr()
     assert rc == 1
-    assert "train grpo does not fit h100-80gb" in out.err and "train.per_device_batch=" in out.err
+    assert "train grpo does not fit h100-80gb" in out.err
+    assert "fix: train.per_device_batch=16 train.grad_accum=128" in out.err
 
 
 def test_bad_card_is_one_line_naming_the_valid_ones(capsys):
