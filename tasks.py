@@ -60,9 +60,7 @@ def prepare(c, scale="tiny"):
 
 @task(iterable=["override"], help=PLAN_HELP)
 def plan(c, scale="3b", gpu="h100-80gb", num_gpus=8, override=None):
-    """Will it fit, and how long? Each stage's peak GPU memory and GPU-hours, the study's makespan (docs/plan.md).
-
-    Runs locally on CPU (fake tensors) at every scale; exit 1 names the setting that would fit."""
+    """Will it fit, and how long? Each stage's peak GPU memory and GPU-hours, on CPU (docs/plan.md)."""
     run_all(c, [plan_command(choice("scale", scale, SCALES), gpu, int(num_gpus), check_overrides(override, scale))])
 
 
