@@ -25,11 +25,10 @@ from orchestrate.ops import study as st
 from orchestrate.ops import outside as ot
 from orchestrate.ops.plan import H_GPU, PLAN_HELP, plan_first
 from orchestrate.ops.commands import (
-    AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command, audit_serve_command,
-    check_overrides, check_workers, choice, codebook_commands, enqueue_command, hand_worker_gpus, host_data,
-    judge_commands,
-    local_command, parse_methods, plan_command, published_dir, role_command, status_command, train_command,
-    warm_start_command, publish_command, workers_command)
+    AUDIT_HELP, AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command,
+    audit_serve_command, check_overrides, check_workers, choice, codebook_commands, enqueue_command, hand_worker_gpus,
+    host_data, judge_commands, local_command, parse_methods, plan_command, published_dir, role_command, status_command,
+    train_command, warm_start_command, publish_command, workers_command)
 from orchestrate.ops.shell import (
     host_gpu_count, is_dry, require_compose, run_all, say_overrides, share_overrides, training_gpus)
 from rcea.progress import duration
@@ -37,7 +36,6 @@ from rcea.progress import duration
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
 H_METHOD = f"RL objective: {', '.join(METHODS)}"
 H_WORKERS = f"measurement workers 1..{MAX_WORKERS}, processes or one GPU each (default: configs/scales/*.toml)"
-
 
 
 def _at(c, scale: str, what: str, tiny_hint: str, gpu: bool = True, plan=None) -> str:
@@ -66,8 +64,7 @@ def plan(c, scale="3b", gpu="h100-80gb", num_gpus=8, override=None):
 
 @task(iterable=["override"], help={
     "method": H_METHOD, "scale": H_SCALE, "max-steps": "stop after N optimizer steps (0: the config's)",
-    "resume": "resume from the latest checkpoint", "override": "config override key=value (repeatable)",
-    "gpu": H_GPU})
+    "resume": "resume from the latest checkpoint", "override": "config override key=value (repeatable)", "gpu": H_GPU})
 def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=None, gpu=""):
     """Train one method at one scale (tiny: local .envs/train; 3b/7b: the training container, 1 GPU)."""
     choice("method", method, METHODS)
@@ -83,7 +80,6 @@ def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=No
             "what": f"what to generate/measure: {', '.join(WHATS)}"})
 def infer(c, scale="tiny", method="grpo", what="all"):
     """Enqueue inference jobs (greedy, pass@k, probe, covariance) for the workers to run."""
-    choice("scale", scale, SCALES)
     choice("method", method, METHODS + ("base",))
     choice("what", what, WHATS)
     _at(c, scale, "enqueueing", f"invoke infer --scale tiny --method {method} --what {what}")
@@ -98,10 +94,7 @@ def workers(c, scale="tiny", num_workers=None, lease=0):
     if float(lease) < 0:
         raise Exit(f"invalid --lease {lease!r}; seconds > 0 (0: the worker's default, 300)", code=2)
     _at(c, scale, "the inference workers", "invoke workers --scale tiny")
-    gpus = hand_worker_gpus(scale, n, launch(scale).training_containers(training_gpus), host_gpu_count)
-    if gpus:
-        print(f"a training container is running: the workers avoid its GPUs and the scale's train_gpus, and take "
-              f"GPU{'s' * (len(gpus) > 1)} {','.join(map(str, gpus))}" + (f" ({len(gpus)} of {n})" if len(gpus) < n else ""))
+    gpus = hand_worker_gpus(scale, n, launch(scale).training_containers(training_gpus), host_gpu_count)   # says so
     run_all(c, [workers_command(scale, n, lease=float(lease), gpus=gpus)])
 
 
@@ -126,11 +119,7 @@ def codebook(c, scale="tiny"):
     run_all(c, codebook_commands(scale))
 
 
-@task(help={"scale": H_SCALE, "sample": "draw the audit pairs (once; kept on a rerun)",
-            "serve": f"serve the annotation page on http://127.0.0.1:{AUDIT_PORT}/ (another: --port N)",
-            "port": f"the annotation page's port with --serve (default {AUDIT_PORT})",
-            "import": "import annotations from a CSV file (annotator,pair_id,label)",
-            "report": "agreement metrics and the five gates"})
+@task(help={"scale": H_SCALE, **AUDIT_HELP})
 def audit(c, scale="tiny", sample=False, serve=False, import_="", report=False, port=AUDIT_PORT):
     """The partition audit of the semantic modes: --sample, --serve [--port N], --import FILE, --report."""
     _at(c, scale, "the audit", f"invoke audit --scale tiny {'--report' if report else '--sample'}")
@@ -160,9 +149,7 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
           gpu=""):
     """The whole study at one scale, stage by stage; a rerun skips what is complete.
 
-    Stages: prepare, train (the measurement workers start with it; each run's measurements start as soon as it has
-    finished), workers (the rest, then a check), judge, modes, audit sample,
-    aggregate, results/<scale>/ on the host."""
+    Stages: prepare, train (with the measurement workers), workers, judge, modes, audit sample, aggregate, results."""
     n = check_workers(num_workers, choice("scale", scale, SCALES))
     stages = st.study_stages(scale, parse_methods(methods), n)
     execute = st.executor(engine, scale, parse_methods(methods), address, None if num_workers is None else n)
@@ -239,9 +226,8 @@ def warm_start(c, write=False, steps=0):
 def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
     """`invoke study --scale tiny` on CPU, in the toy arithmetic world (--quick: the CI budgets).
 
-    Warm start, each objective from that warm start, probe / greedy / pass@k / covariance jobs at the
-    base policy and the milestones, the rule-based judge and modes, the audit sample and the aggregation.
-    Complete stages are reused on a second run (a run of other settings, e.g. --quick's, is not)."""
+    The warm start, each objective from it, every measurement, rule-based judge and modes, audit sample, aggregation;
+    complete stages are reused on a second run (a run of other settings, e.g. --quick's, is not)."""
     stages = st.study_stages("tiny", parse_methods(methods))
     execute = st.executor(engine, "tiny", parse_methods(methods), address)
     if quick:
@@ -249,11 +235,7 @@ def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
     _run(c, "demo", "tiny", stages, execute)
 
 
-@task(help={"strict": "exit non-zero also when Docker or a GPU is missing (readiness for 3b/7b)",
-            "num-workers": f"workers you plan to start (default $NUM_WORKERS or {MAX_WORKERS})",
-            "min-disk-gb": "free disk wanted at the project root, GiB",
-            "ray-address": "a Ray head HOST:PORT to check it is reachable (invoke study --engine ray)",
-            "scale": "whose LLM endpoints (judge, codebook) to ask for their models (default 3b)"})
+@task(help=doc.HELP)
 def doctor(c, strict=False, num_workers=None, min_disk_gb=100, ray_address="", scale="3b"):
     """Preflight: Docker, NVIDIA driver (>= 580), GPU count, /dev/shm, disk, volumes, LLM endpoints' models.
 

@@ -166,7 +166,17 @@ def hand_worker_gpus(scale: str, n: int, training: set[int] | None, host_gpus: i
         raise Exit(f"training holds every GPU of this host (GPUs {','.join(map(str, sorted(busy)))}): start the "
                    "workers when it ends, or with a study (invoke study), which keeps them off its training GPUs",
                    code=2)
-    return free[:n]
+    gpus = free[:n]
+    print(f"a training container is running: the workers avoid its GPUs and the scale's train_gpus, and take "
+          f"GPU{'s' * (len(gpus) > 1)} {','.join(map(str, gpus))}" + (f" ({len(gpus)} of {n})" if len(gpus) < n else ""))
+    return gpus
+
+
+AUDIT_HELP = {"sample": "draw the audit pairs (once; kept on a rerun)",
+              "serve": f"serve the annotation page on http://127.0.0.1:{AUDIT_PORT}/ (another: --port N)",
+              "port": f"the annotation page's port with --serve (default {AUDIT_PORT})",
+              "import": "import annotations from a CSV file (annotator,pair_id,label)",
+              "report": "agreement metrics and the five gates"}
 
 
 def warm_start_command(write: bool = False, steps: int = 0) -> list[str]:

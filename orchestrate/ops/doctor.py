@@ -26,6 +26,11 @@ class Check:
 
 
 DRIVER_FLOOR = {"train": 525, "infer": 580}  # CUDA 12.8 (minor-version compat) / CUDA 13.x
+HELP = {"strict": "exit non-zero also when Docker or a GPU is missing (readiness for 3b/7b)",
+        "num-workers": f"workers you plan to start (default $NUM_WORKERS or {MAX_WORKERS})",
+        "min-disk-gb": "free disk wanted at the project root, GiB",
+        "ray-address": "a Ray head HOST:PORT to check it is reachable (invoke study --engine ray)",
+        "scale": "whose LLM endpoints (judge, codebook) to ask for their models (default 3b)"}   # invoke doctor's
 TINY_DISK_GB = 5  # the CPU environments and tiny runs; images, 3B/7B weights and checkpoints want ~100
 
 

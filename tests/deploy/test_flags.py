@@ -18,7 +18,7 @@ def test_an_unknown_flag_names_the_tasks_options_and_the_closest():
     r = _invoke("train", "--methd", "grpo")
     assert r.returncode != 0 and r.stdout == ""
     assert r.stderr.splitlines() == ["invoke train: no option '--methd'; did you mean --method? Its options: "
-                                     "--max-steps, --method, --override, --resume, --scale (invoke --help train)"]
+                                     "--gpu, --max-steps, --method, --override, --resume, --scale (invoke --help train)"]
     far = _invoke("aggregate", "--zzz")   # nothing close: the options only
     assert far.returncode != 0 and "did you mean" not in far.stderr
     assert far.stderr.startswith("invoke aggregate: no option '--zzz'. Its options: ") and "--skip-bad-parts" in far.stderr
