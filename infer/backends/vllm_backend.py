@@ -122,6 +122,15 @@ class VLLMBackend:
             result.append(Completion(ids, finished and bool(ids) and ids[-1] in self.eos_ids, lps))
         return result
 
+    def sleep(self) -> None:
+        """vLLM sleep level 1 (an engine built with enable_sleep_mode, CUDA only): its weights offloaded to host
+        memory, its KV cache (and prefix cache) dropped, until `wake_up`; no request may run meanwhile."""
+        self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        """Reallocate the KV cache and bring the weights back (every tag), before the next generation."""
+        self.llm.wake_up()
+
     def score(self, prompts, completions, logits_at=None):
         raise NotImplementedError("vLLM gives no full-vocabulary entropies; score with the hf backend")
 
