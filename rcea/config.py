@@ -42,6 +42,7 @@ NOT_IN_HASH = frozenset({
     "judge.base_url", "judge.api_key_env", "judge.concurrency", "judge.timeout_s", "judge.max_retries",
     "judge.max_retry_after_s", "codebook.base_url", "codebook.api_key_env", "codebook.api_key_file",
     "codebook.concurrency", "train.report_to", "aggregate.workers",
+    "train.logprob_chunk_tokens",   # how the log-prob pass is split in memory: the same numbers (tests/train)
 })
 
 
