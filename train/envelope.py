@@ -8,8 +8,9 @@ Stages (memory in GiB, 2**30 bytes; time in GPU-hours):
                    reservation unless it sleeps, + the CUDA context
   engine           the colocated vLLM engine: what it needs (weights + KV of per_device_batch x grad_accum
                    sequences of vllm_max_model_length tokens + its graphs and buffers) against what it reserves
-  worker <kind>    one measurement worker: its vLLM engine's reservation + the HF scorer (bf16 weights, the fp32
-                   head copy, the teacher-forced pass for the kinds that score)
+  worker <kind>    one measurement worker (infer.worker.placement): with measure.one_weight_copy the larger of
+                   generating (the engine's reservation) and scoring (the engine asleep; the HF scorer's bf16
+                   weights, fp32 head copy and teacher-forced pass, for the kinds that score); without, both at once
   judge            the judge server (vLLM): its model's weights + KV of one judge_max_model_len sequence
 """
 
@@ -150,33 +151,71 @@ def engine_stage(cfg, shape: Shape, card: Card, m: dict) -> Stage:
                  detail={"kv_gib": kv / GIB, "sequences": seqs})
 
 
+SCORE_CALLS = {"probe": lambda cfg: cfg["probe.n_questions"],               # one score call per question
+               "covariance": lambda cfg: 2 * cfg["covariance.n_questions"]}   # the earlier and the later checkpoint
+
+
 def worker_stage(cfg, shape: Shape, card: Card, kind: str, scorer: dict, jobs: dict) -> Stage:
-    """A measurement worker running `kind`'s jobs of the whole study (`jobs`: kind -> (jobs, cost units))."""
+    """A measurement worker running `kind`'s jobs of the whole study (`jobs`: kind -> (jobs, cost units)), on a
+    GPU with a vLLM engine, placed as infer.worker.placement places it (measure.one_weight_copy,
+    measure.gpu_memory_utilization; the scorer's pass measured at measure.scorer_batch rows).
+
+    One weight copy: the peak is the larger phase. Generating: the engine's reservation + two CUDA contexts (the
+    worker's, the engine process's). Scoring (probe, covariance), the engine asleep (its weights in host memory,
+    no KV; its graphs and buffers stay): engine_overhead_gib + two contexts + the scorer's bf16 weights, adapter,
+    fp32 head copy and pass. Two copies: the reservation + the scorer's weights, head copy and pass + one context."""
     from infer.kinds import get, token_budget
 
-    budget = token_budget(cfg)
-    reserve = pd.assume("worker_vllm_gpu_memory_utilization") * card.memory_gib * GIB
+    util = cfg["measure.gpu_memory_utilization"]
+    one = bool(cfg["measure.one_weight_copy"])
+    reserve = util * card.memory_gib * GIB
     lora = 2 * scorer["trainable"]                                    # one bf16 adapter
-    max_len = cfg["data.context_tokens"] + budget
-    need = 2 * shape.params() + 2 * lora + max_len * shape.kv_bytes_per_token() + \
-        pd.assume("engine_overhead_gib") * GIB
+    weights = 2 * shape.params()
+    max_len = cfg["data.context_tokens"] + token_budget(cfg)
+    need = weights + 2 * lora + max_len * shape.kv_bytes_per_token() + pd.assume("engine_overhead_gib") * GIB
     head32 = 4 * shape.vocab * shape.hidden
-    scoring = scorer["pass"].peak_bytes if kind in SCORING_KINDS else 0.0
-    peak = reserve + 2 * shape.params() + lora + head32 + scoring + pd.assume("cuda_overhead_gib") * GIB
+    scores = kind in SCORING_KINDS
+    scoring = scorer["pass"].peak_bytes if scores else 0.0
+    ctx = pd.assume("cuda_overhead_gib") * GIB
+    if one:
+        generate = reserve + 2 * ctx
+        score = pd.assume("engine_overhead_gib") * GIB + 2 * ctx + weights + lora + head32 + scoring if scores else 0.0
+    else:
+        generate = score = reserve + weights + lora + head32 + scoring + ctx
+    peak = max(generate, score)
     n_jobs, units = jobs.get(kind, (0, 0.0))
     k = get(kind)
     tokens = units * pd.assume("mean_completion_tokens") / cfg[k.budget]     # cost units are tokens at the budget
     conc = pd.assume("worker_concurrency")
     per_token = decode_seconds(shape, card, conc, 1, pd.assume("mean_prompt_tokens") +
                                pd.assume("mean_completion_tokens") / 2, lora / 2) / conc
+    swaps = n_jobs * SCORE_CALLS[kind](cfg) if one and scores else 0     # score calls, each a round trip
+    swap_s = swaps * 4 * weights / (pd.assume("host_copy_gbs") * 1e9)   # engine out and back, scorer in and out
+    room = pd.assume("headroom") * card.memory_gib
     fix = ""
-    if need > reserve or peak / GIB > pd.assume("headroom") * card.memory_gib:
-        fix = "none in the settings: the worker's engine reservation (infer/backends/vllm_backend.py, 0.5) and " \
-              "its HF scorer hold the weights twice; a larger card"
-    return Stage(f"worker {kind}", "infer", peak / GIB, card, tokens * per_token / 3600,
+    if need > reserve or peak / GIB > room:
+        fix = worker_fix(cfg, card, need, score, one, room)
+    return Stage(f"worker {kind}", "infer", peak / GIB, card, (tokens * per_token + swap_s) / 3600,
                  need_gib=need / GIB, reserve_gib=reserve / GIB, fix=fix,
                  detail={"jobs": n_jobs, "tokens": tokens, "engine_need_gib": need / GIB,
-                         "engine_reserve_gib": reserve / GIB, "scoring_gib": scoring / GIB})
+                         "engine_reserve_gib": reserve / GIB, "scoring_gib": scoring / GIB, "one_weight_copy": one,
+                         "generate_gib": generate / GIB, "score_gib": score / GIB, "swap_hours": swap_s / 3600})
+
+
+def worker_fix(cfg, card: Card, need: float, score: float, one: bool, room: float) -> str:
+    """The setting that would make a worker fit (`need`: the engine's, `score`: the scoring phase, bytes; `room`:
+    headroom x the card, GiB): one weight copy first, then the scoring rows, then the engine's share: at least its
+    need, at most what the card leaves beside two CUDA contexts (both in steps of 0.05)."""
+    if not one:
+        return "measure.one_weight_copy=true"
+    if score / GIB > room:
+        return "a smaller measure.scorer_batch (the scorer's weights and pass are over the card), or a larger card"
+    total = card.memory_gib * GIB
+    low = -(-need / total // 0.05) * 0.05
+    top = (room * GIB - 2 * pd.assume("cuda_overhead_gib") * GIB) / total // 0.05 * 0.05
+    if low > top:
+        return "no setting: the engine's weights and KV need more than the card leaves them; a larger card"
+    return f"measure.gpu_memory_utilization={low if need > cfg['measure.gpu_memory_utilization'] * total else top:.2f}"
 
 
 def judge_stage(cfg, card: Card, trajectories: float) -> Stage:

@@ -38,7 +38,7 @@ def measure_scale(cfg, shape: Shape, log=_say) -> dict:
         rollout = fp.measure_depth(cfg, shape, "rollout")
     log(f"[plan] measuring the workers' scoring pass ... ({time.time() - t0:.0f}s)")
     seq = cfg["data.max_prompt_tokens"] + token_budget(cfg)
-    got = {d: fp.measure_scorer(cfg, shape, d, int(pd.assume("worker_scorer_batch")), seq, cfg["probe.entropy_chunk"])
+    got = {d: fp.measure_scorer(cfg, shape, d, cfg["measure.scorer_batch"], seq, cfg["probe.entropy_chunk"])
            for d in fp.DEPTHS}
     scorer = fp.Measured(fp.extrapolate({d: m.peak_bytes for d, m in got.items()}, shape.layers),
                          fp.extrapolate({d: m.flops for d, m in got.items()}, shape.layers))

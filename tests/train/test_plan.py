@@ -150,3 +150,33 @@ def test_study_totals_by_hand():
     assert total == 84.0
     assert fixed == pytest.approx(70.0 + 2.0 / 7)
     assert elastic == pytest.approx(10.5)
+
+
+def test_a_worker_holds_one_weight_copy_the_larger_phase_by_hand():
+    """infer.worker.placement's two placements, by hand at 7B's shapes on the 32 GB card with a 3 GiB scoring pass.
+    One copy: max(generating: 0.8 x 31.8 + 2 contexts = 27.44; scoring: engine asleep 2 + 2 contexts + weights +
+    adapter + fp32 head + pass). Two copies (the setting off, the engine at 0.5): all at once, over the card, and
+    the fix names the setting."""
+    from train import envelope as ev
+
+    shape = pd.shape("Qwen/Qwen2.5-7B")
+    scorer = {"pass": fp.Measured(3 * GIB, 1.0), "trainable": 20e6}
+    jobs = {"probe": (10, 0.0)}
+    weights, head = 2 * shape.params() / GIB, 4 * 152064 * 3584 / GIB
+    assert 14.1 < weights < 14.3 and 2.0 < head < 2.1                  # 7.6 B bf16 parameters; 2.03 GiB head
+    card = pd.card("rtx-5090-32gb")
+    one = ev.worker_stage(load_config("7b"), shape, card, "probe", scorer, jobs)
+    score = 2 + 2 + weights + 40e6 / GIB + head + 3
+    assert one.detail["generate_gib"] == pytest.approx(0.8 * 31.8 + 2)
+    assert one.detail["score_gib"] == pytest.approx(score) and score < 0.8 * 31.8 + 2
+    assert one.peak_gib == pytest.approx(0.8 * 31.8 + 2) and one.fits
+    assert one.detail["swap_hours"] == pytest.approx(10 * 200 * 4 * weights * GIB / 8e9 / 3600)
+    greedy = ev.worker_stage(load_config("7b"), shape, card, "greedy", scorer, jobs)
+    assert greedy.detail["score_gib"] == 0 and greedy.detail["swap_hours"] == 0 and greedy.fits
+    two = ev.worker_stage(load_config("7b", None, ["measure.one_weight_copy=false", "measure.gpu_memory_utilization=0.5"]),
+                          shape, card, "probe", scorer, jobs)
+    assert two.peak_gib == pytest.approx(0.5 * 31.8 + weights + 40e6 / GIB + head + 3 + 1)
+    assert not two.fits and two.fix == "measure.one_weight_copy=true" and two.detail["swap_hours"] == 0
+    small = ev.worker_stage(load_config("7b", None, ["measure.gpu_memory_utilization=0.5"]), shape, card, "probe",
+                            scorer, jobs)                              # 15.9 GiB: under the engine's 16.7 GiB need
+    assert not small.fits and small.fix == "measure.gpu_memory_utilization=0.55"
