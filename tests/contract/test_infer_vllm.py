@@ -15,6 +15,19 @@ def only_in_the_infer_contract_env():
         pytest.skip("the infer image's vLLM is 0.23 (this environment has another)")
 
 
+@pytest.fixture(autouse=True)
+def cumem_as_on_a_gpu_host(monkeypatch):
+    """Sleep mode needs vLLM's cumem allocator, an extension the wheel ships (vllm/cumem_allocator.abi3.so) that
+    loads libcuda, absent here: on a GPU host it loads. The wheel's file is checked, its loading stood in."""
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    from vllm.platforms.interface import Platform
+
+    assert list(Path(find_spec("vllm").submodule_search_locations[0]).glob("cumem_allocator*.so"))
+    monkeypatch.setattr(Platform, "is_cumem_allocator_available", lambda self: True)
+
+
 def _worker_engine_kwargs():
     """What infer.worker builds for the 3b and 7b scales, through the backend's own function."""
     from infer.backends.vllm_args import engine_kwargs
@@ -49,9 +62,12 @@ def _worker_engine(scale: str, root):
     from rcea.lora_ranks import max_lora_rank
     from tests.contract.engine_config import model_dir
 
+    from infer.worker import placement
+
     cfg = load_config(scale)
     return engine_kwargs(str(model_dir(scale, root)), max_lora_rank(cfg["train.lora_rank"]),
-                         max_model_len=cfg["data.context_tokens"] + token_budget(cfg))
+                         max_model_len=cfg["data.context_tokens"] + token_budget(cfg),
+                         **placement(cfg, "cuda:0", "vllm")["engine"])   # a GPU worker's share and sleep mode
 
 
 @pytest.mark.parametrize("scale", ["3b", "7b"])
@@ -71,6 +87,20 @@ def test_the_workers_engine_config_is_accepted_at_each_scales_real_shapes(monkey
     assert vc.model_config.max_model_len == kw["max_model_len"] and vc.model_config.dtype == torch.bfloat16
     assert vc.lora_config.max_lora_rank == kw["max_lora_rank"] and vc.lora_config.lora_dtype == torch.bfloat16
     assert vc.model_config.logprobs_mode == "processed_logprobs"
+    # measure.one_weight_copy: an engine that can sleep (vLLM turns its cumem allocator on for that, on CUDA), at
+    # measure.gpu_memory_utilization of the card
+    assert kw["enable_sleep_mode"] is True and vc.model_config.enable_sleep_mode
+    assert vc.model_config.enable_cumem_allocator
+    assert vc.cache_config.gpu_memory_utilization == kw["gpu_memory_utilization"] == 0.8
+
+
+def test_llm_sleeps_at_level_1_and_wakes_with_every_tag():
+    """What infer.backends.vllm_backend calls: LLM.sleep(level=1) and LLM.wake_up() (tags default: all)."""
+    import ast
+
+    sleep, wake = _llm_method("sleep"), _llm_method("wake_up")
+    assert [a.arg for a in sleep.args.args][:2] == ["self", "level"]
+    assert [a.arg for a in wake.args.args] == ["self", "tags"] and ast.unparse(wake.args.defaults[0]) == "None"
 
 
 def test_create_engine_config_refuses_a_context_longer_than_the_model(monkeypatch, tmp_path):
