@@ -25,19 +25,25 @@ class OneCopy:
         self.engine, self.scorer, self.device = engine, scorer, device
 
     def __getattr__(self, name):
+        if name in ("engine", "scorer", "device"):
+            raise AttributeError(name)
         return getattr(self.scorer, name)   # tokenizer, vocab_size, eos_ids, set_adapter, set_model, ...
 
     def score(self, prompts: Sequence[list[int]], completions: Sequence[list[int]],
               logits_at: Sequence[Sequence[int]] | None = None) -> list[Scored]:
         self.engine.sleep()
+        error = None
         try:
-            self.scorer.to(self.device)
             try:
+                self.scorer.to(self.device)   # inside: a move that fails half-way is moved back too
                 return self.scorer.score(prompts, completions, logits_at)
+            except Exception as exc:   # its traceback's frames hold the pass's GPU tensors: let them go before the
+                error = RuntimeError(f"scoring on {self.device} failed: {type(exc).__name__}: {exc}")  # engine wakes
             finally:
                 self.scorer.to("cpu")
         finally:
             self.engine.wake_up()
+        raise error
 
     def generate(self, *args, **kwargs):
         raise TypeError("the one-copy scorer only scores; generate with the engine")

@@ -77,7 +77,7 @@ def test_each_score_call_sleeps_the_engine_moves_the_scorer_and_wakes_it_after()
 def test_a_failing_score_still_sends_the_scorer_back_and_wakes_the_engine():
     card = Card()
     one = OneCopy(Engine(card), Scorer(card, fail=True), "cuda:0")
-    with pytest.raises(RuntimeError, match="out of memory"):
+    with pytest.raises(RuntimeError, match="scoring on cuda:0 failed: RuntimeError: out of memory"):
         one.score([[1]], [[2]])
     assert card.calls[-2:] == ["to cpu", "wake"] and card.engine_awake and not card.scorer_on and card.peak == 1
 
