@@ -4,6 +4,9 @@
          entropies, so every teacher-forced measurement goes through it.
 - `vllm` (vLLM, GPU only): generate, with the LoRA adapter of each checkpoint loaded per request.
 
+A GPU worker holds one copy of the weights at a time (`infer.backends.one_copy`, measure.one_weight_copy): the
+`hf` scorer waits in host memory and scores on the GPU while the `vllm` engine sleeps.
+
 Both also take a full model folder in place of base + adapter (`set_model`: an outside run's merged
 checkpoint, infer/outside.py), loaded as the model itself.
 
