@@ -233,7 +233,8 @@ def test_two_worker_processes_share_the_queue_and_give_the_same_rows(ran, tiny_d
     assert log.read_text().count("worker finished:") == 2 and r.stderr == ""
     lines = r.stdout.splitlines()
     assert lines and all(re.fullmatch(r"\[workers\] \d+/\d+ done, \d+ running.*", ln) for ln in lines), lines
-    assert lines[-1].startswith(f"[workers] {len(jobs)}/{len(jobs)} done, 0 running") and str(log) in lines[-1]
+    assert lines[-1].startswith(f"[workers] {len(jobs)}/{len(jobs)} done, 0 running")
+    assert str(log) in lines[0] and sum(str(log) in ln for ln in lines) == 1   # the log named once, on the first line
     assert len(lines) <= 12 + (time.monotonic() - t0) / 60   # a tenth of the jobs or a minute apart, and the last
     for name in TABLES:
         pd.testing.assert_frame_equal(_table(tiny_data, name), _table(ran[0], name))
