@@ -34,6 +34,7 @@ class Context:
     notes: list[str] = field(default_factory=list)
     unlogged: list[str] = field(default_factory=list)  # "<scale>/<run>" with checkpoints but no steps.jsonl
     runs: list[str] = field(default_factory=list)  # "<scale>/<run>" whose folder holds complete checkpoints
+    outside_bases: list[dict] = field(default_factory=list)  # outside runs measured with --base-differs
 
 
 def _json(path: Path) -> dict | None:
@@ -80,6 +81,9 @@ def load_context(tables: Path) -> Context:
         m = _json(run / "summary.json.manifest.json")
         if m:
             ctx.manifests.append({"role": "training", **m})
+    from aggregate.outside_bases import other_bases
+
+    ctx.outside_bases = other_bases(train, scale)
     for m in sorted([*Path(tables).glob("*.manifest.json"), *Path(tables).glob("*/*.manifest.json")]):
         rec = _json(m)
         if rec:
@@ -230,6 +234,7 @@ def summarise(ctx: Context, res: dict, settings, steps_per_epoch) -> None:
         res["unavailable"][f"training_traces {run}"] = "no training log (steps.jsonl) in its run folder: no " \
             "training-entropy trace or failure-window statistics for it (train/callback.py writes one for a TRL run)"
     res["unavailable"].update(unmeasured(ctx.runs, res))
+    res["outside_bases"] = ctx.outside_bases
     res["judge_calibration"] = ctx.judge_calibration
     res["audit"] = ctx.audit
     res["accepted_set"] = ctx.accepted_set

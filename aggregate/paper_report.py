@@ -131,6 +131,10 @@ def departure_lines(res: dict, st: AggregateSettings) -> list[str]:
               "`train.max_steps`, before one pass over `data.draw_size` questions. Their traces end at the run's "
               "last step, and their progress axis is the fraction of the run, not of an epoch: not the paper's "
               "complete one-epoch trace."]
+    from aggregate.outside_bases import lines as base_lines
+
+    L += base_lines(res, "Outside runs measured over another base model than the scale's (`invoke measure-run "
+                    "--base-differs`): their numbers are not over the base every other run here is measured over.")
     return L
 
 

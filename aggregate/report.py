@@ -106,6 +106,7 @@ def summary(res: dict) -> dict[str, Any]:
                      "correlations": res.get("correlations", {}),
                      "extension_covariance_fit": res.get("extension_covariance_fit"),
                      "extension_runs": res.get("extension_runs", []),
+                     "outside_bases": res.get("outside_bases", []),
                      "training_traces": res.get("training_traces"), "failure_window": res.get("failure_window"),
                      "judge_calibration": res.get("judge_calibration"), "audit": res.get("audit"),
                      "accepted_set": res.get("accepted_set"), "codebook": res.get("codebook"),
@@ -184,6 +185,10 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
                  f"{_f(r.get('mode_retention'), 1)} [{_f(rci[0], 1)}, {_f(rci[1], 1)}] | "
                  f"{_pct(r.get('q99_share_success'))}/{_pct(r.get('q99_share_failure'))} | "
                  f"{_f(r.get(f'pass_at_{st.pass_k}'), 1)} | {_f(r.get('macro_average'), 2)} |")
+    from aggregate.outside_bases import lines as base_lines
+
+    L += base_lines(res, "Outside runs measured over another base model than the scale's (`summary.json` → "
+                    "`outside_bases`):")
     L += accuracy_lines(res)
     fit = res.get("covariance_fit") or {}
     if fit:
