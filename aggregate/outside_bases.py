@@ -43,7 +43,8 @@ def line(b: dict) -> str:
     scale = f"`{b['scale_base']}` (weights sha256 {_short(b['scale_base_weights_sha256'])})"
     if b["measured_over_weights_sha256"] == b["base_weights_sha256"]:
         return (f"- {b['run']}: measured with `--base-differs` over its own base {given}, which differs from the "
-                f"scale's base {scale} that every other run is measured over: its numbers are over another model")
+                f"scale's base {scale} that every other run is measured over: its numbers are over another model, and "
+                "its comparisons with the base policy (step 0) are against the scale's base")
     return (f"- {b['run']}: measured with `--base-differs` over the scale's base {scale}, which differs from the base "
             f"it names {given}: its checkpoints were measured over another model than the one they were trained from")
 

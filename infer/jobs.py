@@ -39,10 +39,12 @@ def run_job(payload: dict, ctx, progress: Progress) -> dict:
     for t in kind.tables:
         clear_stale(part_path(scale, t, part))
     cfg = job_config(payload)
+    if hasattr(ctx, "for_job"):   # an outside run's own base model, when its payload names one (infer.worker)
+        ctx.for_job(payload)
     frames, seeds = kind.run(payload, cfg, ctx, progress)
     if set(frames) != set(kind.tables):
         raise RuntimeError(f"job kind {kind.name} wrote tables {sorted(frames)} but registers {list(kind.tables)}")
     write_parts(scale, part, frames, cfg, seeds, job=f"{kind.name}:{payload['method']}-{payload['step']}",
-                adapter=payload.get("adapter"), **({"model": payload["model"]} if payload.get("model") else {}),
+                adapter=payload.get("adapter"), **{k: payload[k] for k in ("model", "base_model") if payload.get(k)},
                 backends=ctx.describe())
     return {t: len(df) for t, df in frames.items()}

@@ -19,6 +19,11 @@ jobs of a full model's checkpoint name it as `model` in their payload (`adapter`
 is copied beside them: the aggregation's training-entropy trace and failure-window shares read it. A checkpoint
 without a trainer_state.json gets one whose max_steps is the newest step found: the milestones (25/50/75/100%)
 are then fractions of the checkpoints the folder holds.
+
+The base: `--base` (default: the scale's base policy) is hashed (its weights' SHA-256). The same weights as the
+scale's base: the jobs load the scale's base. Other weights are refused, unless --base-differs: then the base given
+is copied into the data folder (models/outside-base-<hash>/), outside.json names it (`base_model`), and the run's
+own jobs load it (infer.plan.outside_base, infer.worker.Context); the report names the run (aggregate/outside_bases.py).
 """
 
 from __future__ import annotations
@@ -190,23 +195,26 @@ def table(found: list[Found]) -> str:
 
 
 def base_record(given: str | Path, loaded: str | Path, differs_ok: bool = False) -> dict:
-    """What the run is measured over: the `--base` given and the scale's base policy the jobs load, each with the
-    SHA-256 of its weights (infer.outside_files.weights_sha256). Weights that differ are refused (one line)
-    unless `differs_ok` (--base-differs), which the record keeps."""
+    """What the run is measured over: the `--base` given and the scale's base policy, each with the SHA-256 of its
+    weights (infer.outside_files.weights_sha256). The same weights: the jobs load the scale's base. Other weights
+    are refused (one line) unless `differs_ok` (--base-differs): then the jobs load the base given (`measured_over`;
+    main copies it into the data folder, `base_model`), and the report names the run (aggregate/outside_bases.py)."""
     from infer.outside_files import weights_sha256
 
     same = Path(given).resolve() == Path(loaded).resolve()
     mine = weights_sha256(given)
     theirs = mine if same else weights_sha256(loaded)
-    rec = {"base": str(given), "base_weights_sha256": mine, "measured_over": str(loaded),
-           "measured_over_weights_sha256": theirs, "base_differs": mine != theirs}
-    if rec["base_differs"] and not differs_ok:
+    differs = mine != theirs
+    if differs and not differs_ok:
         raise OutsideRunError(f"--base {given} holds other weights than the scale's base policy {loaded}, which the "
-                              f"measurement jobs load (weights sha256 {mine[:12] or 'none'} vs {theirs[:12] or 'none'}); "
-                              "pass the base this run was trained from as the scale's base (model.name, "
-                              "model.revision), or add --base-differs to measure over the scale's base anyway "
-                              "(recorded with the run)")
-    return rec
+                              f"other runs are measured over (weights sha256 {mine[:12] or 'none'} vs "
+                              f"{theirs[:12] or 'none'}); pass the base this run was trained from as the scale's base "
+                              "(model.name, model.revision), or add --base-differs to measure it over the base given "
+                              "(recorded with the run and named in the report)")
+    over = (given, mine) if differs else (loaded, theirs)
+    return {"base": str(given), "base_weights_sha256": mine, "measured_over": str(over[0]),
+            "measured_over_weights_sha256": over[1], "scale_base": str(loaded), "scale_base_weights_sha256": theirs,
+            "base_differs": differs}
 
 
 def import_run(found: list[Found], source: Path, scale: str, name: str, root=None, base: dict | None = None) -> Path:
@@ -265,13 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infer.outside", description=__doc__.splitlines()[0])
     ap.add_argument("folder", help="the outside run's output folder")
     ap.add_argument("--base", default=None, help="the base model's folder the run was trained from (default: the "
-                    "scale's base policy, which the measurement jobs load)")
+                    "scale's base policy, which the other runs are measured over)")
     ap.add_argument("--name", required=True, help="the run's label in the store and the report")
     ap.add_argument("--scale", default="tiny", choices=SCALES)
     ap.add_argument("--override", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--check-only", action="store_true", help="find and check the checkpoints; queue nothing")
-    ap.add_argument("--base-differs", action="store_true", help="measure over the scale's base policy although "
-                    "--base holds other weights (recorded with the run)")
+    ap.add_argument("--base-differs", action="store_true", help="measure over --base although its weights differ "
+                    "from the scale's base policy (copied into the data folder, recorded with the run, named in the "
+                    "report)")
     args = ap.parse_args(argv)
     try:
         if args.name in (*METHODS, BASE_METHOD) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):
@@ -295,10 +304,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(table(found))
     print(f"base: {base['base']} (weights sha256 {base['base_weights_sha256'][:12]})" + (
-        f"; --base-differs: measured over the scale's base {loaded} (weights sha256 "
-        f"{base['measured_over_weights_sha256'][:12]})" if base["base_differs"] else ""))
+        f"; --base-differs: measured over it, not over the scale's base {loaded} (weights sha256 "
+        f"{base['scale_base_weights_sha256'][:12]})" if base["base_differs"] else ""))
     if args.check_only:
         return 0
+    if base["base_differs"]:   # where every worker reads it (a container's --base mount is this process's only)
+        from infer.outside_files import store_base
+
+        try:
+            base["base_model"] = store_base(args.base, base["base_weights_sha256"])
+        except OSError as exc:
+            print(f"error: copying --base {args.base} into the data folder: {exc}", file=sys.stderr)
+            return 2
+        print(f"the jobs load the copy of the base given in the data folder: {base['base_model']}")
     run = import_run(found, Path(args.folder), args.scale, args.name,
                      base={**base, "config_hash": cfg.hash(), "base_given": given})
     print(f"imported as {run}" + ("" if (run / "steps.jsonl").exists() else

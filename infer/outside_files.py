@@ -1,5 +1,6 @@
 """The file checks of `python -m infer.outside` (infer/outside.py): every file a checkpoint of an outside run needs
-is whole before anything is imported or queued, and the base model given is the one the jobs load.
+is whole before anything is imported or queued; the base model given is hashed (weights_sha256) and, when it is
+not the scale's base and --base-differs is given, copied into the data folder for the jobs to load (store_base).
 
 - a JSON file (config.json, adapter_config.json, generation_config.json, trainer_state.json, tokenizer.json)
   must parse as a JSON object: a truncated or random one is refused;
@@ -107,3 +108,38 @@ def weights_sha256(folder: str | Path) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest() if files else ""
+
+
+def store_base(given: str | Path, sha: str, root=None) -> str:
+    """A copy of the base model folder `given` (its top-level files: config, weights, tokenizer) in the data
+    folder, where every worker reads, under models/outside-base-<first 12 hex of its weights' SHA-256>; returns
+    that folder relative to the data folder (what the jobs' payloads carry: infer.plan). Copied into a temporary
+    folder, its weights' hash checked against `sha`, then renamed into place: the folder exists only whole. A
+    folder already there (another outside run of the same base) is kept."""
+    import os
+    import shutil
+
+    from rcea import layout
+
+    name = f"outside-base-{sha[:12]}"
+    dst = layout.models_dir(name, root)
+    if (dst / "config.json").exists():
+        return f"models/{name}"
+    tmp = dst.with_name(f".{name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        for p in sorted(Path(given).iterdir()):
+            if p.is_file():
+                shutil.copy2(p, tmp / p.name)
+        if weights_sha256(tmp) != sha:
+            raise OSError(f"the copy of {given} in {tmp.parent} holds other weights than {given} (sha256 "
+                          f"{weights_sha256(tmp)[:12]} vs {sha[:12]}): it changed while copied")
+        try:
+            os.replace(tmp, dst)
+        except OSError:
+            if not (dst / "config.json").exists():   # else another process of the same base renamed its copy first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return f"models/{name}"

@@ -14,7 +14,7 @@ import json
 
 from rcea.config import BASE_METHOD
 from rcea.data import minerva_subset_ids
-from rcea.layout import checkpoints_dir
+from rcea.layout import checkpoints_dir, run_dir
 from rcea.paths import data_dir
 from rcea.store import complete_checkpoints
 
@@ -67,10 +67,23 @@ def dense_trace(cfg, ckpts: list[Checkpoint]) -> list[Checkpoint]:
     return sorted({nearest(ckpts, j * total / n) for j in range(1, n + 1)}, key=lambda c: c.step) if ckpts else []
 
 
+def outside_base(scale: str, method: str) -> str | None:
+    """The base model folder (relative to the data folder) an outside run measured with --base-differs is measured
+    over: `base_model` of its outside.json (infer/outside.py); None for every other run (the scale's base)."""
+    try:
+        rec = json.loads((run_dir(scale, method) / "outside.json").read_text())
+    except (OSError, ValueError):
+        return None
+    over = rec.get("base_model") if isinstance(rec, dict) and rec.get("base_differs") else None
+    return over if isinstance(over, str) and over else None
+
+
 def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> list[dict]:
     """One job per (kind, checkpoint it measures); each is {key, kind, payload, cost}, the payload naming the
     tables the job writes. `what`: one registered kind, or `all` (the kinds of `measure.kinds`). Base-policy
-    jobs are shared by all runs; `method="base"` plans only those (no checkpoints needed)."""
+    jobs are shared by all runs; `method="base"` plans only those (no checkpoints needed). The run's own jobs of
+    an outside run measured over another base name that base's folder (`base_model`: outside_base); its
+    base-policy jobs are the shared ones, over the scale's base."""
     names = tuple(cfg["measure.kinds"]) if what == "all" else (what,)
     chosen = [kinds.get(name) for name in names]     # an unknown name: one line naming the registered kinds
     ckpts = [] if method == BASE_METHOD else discover(scale, method)   # base: the untrained policy's jobs only
@@ -82,11 +95,13 @@ def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> 
         sizes["minerva_math"] = len(minerva_subset_ids(cfg["eval.minerva_subset_size"]))
     p = PlanContext(cfg, scale, method, ckpts, milestones(cfg, ckpts), dense_trace(cfg, ckpts), sizes)
     common = {"scale": scale, "overrides": list(overrides), "config_hash": cfg.hash()}
+    over = None if method == BASE_METHOD else outside_base(scale, method)
+    own = {"base_model": over} if over else {}   # the run's own checkpoints' jobs, not the shared base-policy ones
     jobs = []
     for kind in chosen:
         for ck, extra in kind.checkpoints(p):
             payload = {**common, "kind": kind.name, "method": ck.method, "step": ck.step, **ck.fields(),
-                       "tables": list(kind.tables), **extra}
+                       "tables": list(kind.tables), **extra, **(own if ck.method == method else {})}
             jobs.append({"key": f"{kind.name}:{ck.tag}", "kind": kind.name, "payload": payload,
                          "cost": float(kind.cost(p, extra))})
     return jobs

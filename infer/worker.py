@@ -42,21 +42,64 @@ def resolve_model(cfg) -> str:
 
 
 class Context:
-    """The backends of one worker, built on first use and kept across jobs."""
+    """The backends of one worker, built on first use and kept across jobs. They serve one base model at a time:
+    the scale's (resolve_model), or an outside run's own (a job payload's `base_model`, a folder relative to the
+    data folder: infer.plan.outside_base), set per job by `for_job`; a job over another base than the one held
+    shuts the held backends down and builds them over that base (the vLLM engine's model is that folder, LoRA
+    enabled; the same placement), so consecutive jobs of one base share one load."""
 
     def __init__(self, device: str = "cpu", backend: str = "auto"):
         self.device, self.backend = device, backend
         self._gen = self._scorer = None
         self.tokenizer = None
+        self.model_path: str | None = None   # the base model folder the held backends serve
+        self._job_base: str | None = None    # the job's own base (payload `base_model`), None: the scale's
+        self._scale_base: tuple[str, str] | None = None   # (config hash, resolve_model's folder)
+
+    def for_job(self, payload: dict) -> None:
+        """Serve the next job over its own base model when its payload names one (infer.jobs.run_job calls it)."""
+        self._job_base = payload.get("base_model") or None
+
+    def _base_path(self, cfg) -> str:
+        if self._job_base:
+            from rcea.paths import data_dir
+
+            from infer.kinds.common import JobInputError
+
+            path = data_dir() / self._job_base
+            if not (path / "config.json").exists():
+                raise JobInputError(f"the base model {self._job_base} this outside run is measured over is missing "
+                                    "from the data folder; run its `invoke measure-run ... --base-differs` again")
+            return str(path)
+        if self._scale_base is None or self._scale_base[0] != cfg.hash():
+            self._scale_base = (cfg.hash(), resolve_model(cfg))
+        return self._scale_base[1]
+
+    def close(self) -> None:
+        """Shut the held backends down and give their memory back (vLLM's own cleanup, then the GPU cache)."""
+        gen, self._gen, self._scorer, self.tokenizer, self.model_path = self._gen, None, None, None, None
+        close = getattr(gen, "_close", None)   # a vLLM engine (infer.backends.vllm_backend); the HF one has none
+        if close is not None:
+            close()
+        del gen
+        import gc
+
+        gc.collect()
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()
 
     def backends(self, cfg):
+        path = self._base_path(cfg)
+        if self._scorer is not None and path != self.model_path:
+            self.close()
         if self._scorer is None:
             from infer.backends import get_backend
             from infer.kinds import token_budget
             from rcea.data import stop_strings
             from rcea.lora_ranks import max_lora_rank
 
-            path = resolve_model(cfg)
             choice = self.backend
             if choice == "auto":
                 choice = "vllm" if self.device.startswith("cuda") and _has_vllm() else "hf"
@@ -74,7 +117,7 @@ class Context:
                 from infer.backends.one_copy import OneCopy
 
                 scorer = OneCopy(self._gen, scorer, self.device)
-            self._scorer = scorer
+            self._scorer, self.model_path = scorer, path
         return self._gen, self._scorer
 
     def describe(self) -> dict:

@@ -36,7 +36,8 @@ def outside_command(scale: str, folder: str, base: str, name: str, overrides=())
 HELP = {"path": "the outside run's checkpoint folder", "base": "its base model folder (default: the scale's)",
         "name": "its label in the report", "override": "key=value",
         "check-only": "find and check the checkpoints and the base; import and queue nothing",
-        "base-differs": "measure over the scale's base although --base holds other weights (recorded with the run)"}
+        "base-differs": "measure over --base although its weights differ from the scale's base (copied into the data "
+                        "folder, recorded with the run, named in the report)"}
 
 
 def measure_run(c, scale: str, path: str, base: str, name: str, override, check_only=False, base_differs=False):

@@ -1,7 +1,8 @@
 """Issue 41 item 3: `python -m infer.outside` (what `invoke measure-run` runs first) refuses damaged input in one
 line before anything is imported or queued: a random or half-written adapter, a random config.json, an
 adapter_config.json that is not JSON, a truncated tokenizer.json, a checkpoint still being copied; and a --base
-whose weights differ from the scale's base policy (which the jobs load) unless --base-differs, which is recorded.
+whose weights differ from the scale's base policy unless --base-differs, which is recorded (and measures over it:
+tests/infer/test_outside_base.py).
 On main before this change: tracebacks, or rc 0 with the damage accepted."""
 
 from __future__ import annotations
@@ -111,10 +112,10 @@ def test_a_base_of_other_weights_is_refused_unless_base_differs_which_is_recorde
     assert main(_argv(outside, tiny_model_dir, *over, "--check-only")) == 0   # the same weights in another folder
     assert "--base-differs" not in capsys.readouterr().out
     assert main(_argv(outside, other, *over, "--base-differs")) == 0
-    assert "--base-differs: measured over the scale's base" in capsys.readouterr().out
+    assert "--base-differs: measured over it, not over the scale's base" in capsys.readouterr().out
     run = tiny_data / "train" / "tiny" / "their-run"
     record = json.loads((run / "outside.json").read_text())
-    assert record["base"] == str(other) and record["base_differs"] is True
-    assert record["base_weights_sha256"] != record["measured_over_weights_sha256"]
+    assert record["base"] == record["measured_over"] == str(other) and record["base_differs"] is True
+    assert record["base_weights_sha256"] == record["measured_over_weights_sha256"] != record["scale_base_weights_sha256"]
     manifest = json.loads((run / "checkpoints" / "checkpoint-2" / "rcea_trainer_state.pt.manifest.json").read_text())
     assert manifest["base_differs"] is True and manifest["files"]["adapter_model.safetensors"]["size"] > 0
