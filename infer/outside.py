@@ -217,6 +217,23 @@ def base_record(given: str | Path, loaded: str | Path, differs_ok: bool = False)
             "base_differs": differs}
 
 
+def same_base_as_before(scale: str, name: str, base: dict, root=None) -> None:
+    """Refuse (one line) to measure run `name` again over other weights than its outside.json records: the finished
+    jobs and their tables would stay, labelled with the new base."""
+    from rcea.layout import run_dir
+
+    try:
+        rec = json.loads((run_dir(scale, name, root) / "outside.json").read_text())
+    except (OSError, ValueError):
+        return
+    before = rec.get("measured_over_weights_sha256") if isinstance(rec, dict) else None
+    if isinstance(before, str) and before != base["measured_over_weights_sha256"]:
+        raise OutsideRunError(f"run {name} was measured over {rec.get('measured_over')} (weights sha256 {before[:12]}), "
+                              f"not over {base['measured_over']} ({base['measured_over_weights_sha256'][:12]}), and its "
+                              f"tables would mix the two: give this measurement another --name, or remove "
+                              f"train/{scale}/{name} and its table parts to measure it again")
+
+
 def import_run(found: list[Found], source: Path, scale: str, name: str, root=None, base: dict | None = None) -> Path:
     """Copy the checkpoints into the store as run `name` (idempotent: a complete checkpoint is kept) and the run's
     steps.jsonl beside them, with `base` (base_record) in outside.json and each checkpoint's manifest, which lists
@@ -299,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         if not given:
             check_against_base(found, args.base)
         base = base_record(args.base, loaded, args.base_differs)
+        same_base_as_before(args.scale, args.name, base)
     except (OutsideRunError, OSError) as exc:   # OSError: a file unreadable or gone while checked
         print(f"error: {exc}", file=sys.stderr)
         return 2

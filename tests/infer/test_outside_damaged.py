@@ -119,3 +119,7 @@ def test_a_base_of_other_weights_is_refused_unless_base_differs_which_is_recorde
     assert record["base_weights_sha256"] == record["measured_over_weights_sha256"] != record["scale_base_weights_sha256"]
     manifest = json.loads((run / "checkpoints" / "checkpoint-2" / "rcea_trainer_state.pt.manifest.json").read_text())
     assert manifest["base_differs"] is True and manifest["files"]["adapter_model.safetensors"]["size"] > 0
+    # measured again over the scale's base: its tables over `other` would stay, labelled with the scale's base
+    _refused(capsys, _argv(outside, tiny_model_dir, *over), f"run their-run was measured over {other}",
+             "another --name")
+    assert json.loads((run / "outside.json").read_text()) == record
