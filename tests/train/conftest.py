@@ -16,6 +16,31 @@ def session_data(tmp_path_factory):
         yield data
 
 
+DIST_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture
+def fresh_accelerate():
+    """A test that makes its own Accelerator(mixed_precision=...) starts from a single plain process and leaves
+    none behind: Accelerate keeps one process-wide AcceleratorState and writes os.environ; TRL's vLLM path (its
+    stand-ins in this area) sets RANK/WORLD_SIZE/MASTER_* and may leave a process group, after which Accelerate
+    wraps a model in DistributedDataParallel. Both are cleared before the test and put back after it."""
+    import os
+
+    from accelerate.state import AcceleratorState
+
+    saved = dict(os.environ)
+    for name in DIST_VARIABLES:
+        os.environ.pop(name, None)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    AcceleratorState._reset_state(True)
+    yield
+    AcceleratorState._reset_state(True)
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 @pytest.fixture
 def oracle():
     return oracle_batch()

@@ -16,7 +16,6 @@ and 1e-2 relative on the gradients; an alignment or temperature error moves log-
 """
 
 import gc
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -30,17 +29,10 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 
 
 @pytest.fixture(autouse=True)
-def environment_restored():
-    """Accelerator(mixed_precision=...) writes into os.environ and a process-wide AcceleratorState: both
-    are put back, so later tiny trainings in this pytest process do not inherit bf16 autocast."""
-    from accelerate.state import AcceleratorState
-
-    saved = dict(os.environ)
-    AcceleratorState._reset_state(True)
+def environment_restored(fresh_accelerate):
+    """Accelerator(mixed_precision=...) writes into os.environ and a process-wide AcceleratorState: each test starts
+    from a plain single process and puts both back (tests/train/conftest.py fresh_accelerate)."""
     yield
-    AcceleratorState._reset_state(True)
-    os.environ.clear()
-    os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,13 @@ from train import plan as tp
 from train import plan_data as pd
 from train.plan_data import GIB, Shape
 
+
+@pytest.fixture(autouse=True)
+def plain_process(fresh_accelerate):
+    """Each measurement prepares its policy with its own Accelerator(mixed_precision="bf16"), as train.plan does in
+    its own process: no AcceleratorState or process group of an earlier test in this area."""
+    yield
+
 SMALL = Shape("small", hidden=128, layers=4, heads=4, kv_heads=2, intermediate=256, vocab=1000, tied=True,
               context=4096)
 SMALL_RUN = ["train.per_device_batch=4", "train.max_completion_tokens=200"]   # sequences of 204 + 200 tokens
