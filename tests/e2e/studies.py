@@ -20,6 +20,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrate.ops.outside import toml_value   # a setting as an override's right-hand side
+
 ROOT = Path(__file__).resolve().parents[2]
 METHODS = ("grpo", "kl_cov")  # what the session fixture `demo` (conftest.py) trains
 BENCHMARKS = ("amc23", "aime24", "aime25", "math500", "minerva_math")
@@ -144,16 +146,6 @@ def ray_study(data: Path, tmp_path: Path, seed: int = 7) -> tuple[Path, KilledSt
     env.pop("RCEA_OVERRIDES", None)
     cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS), "--engine", "ray"]
     return ray_data, killed_and_rerun(cmd, env, ray_data, RAY_KILLS, seed)
-
-
-def toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    return json.dumps(v) if isinstance(v, str) else repr(v)
 
 
 def rehearsal_overrides() -> list[str]:

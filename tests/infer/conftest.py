@@ -81,3 +81,33 @@ def tiny_data(tiny_data_template, tmp_path, monkeypatch):
 def tiny_model_dir(tiny_data_template):
     from pathlib import Path
     return Path((tiny_data_template / "base_model.txt").read_text())
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """infer.worker.Context.backends with both backends stood in: build(device, backend, overrides, scale) gives
+    ({kind: kwargs} of what it asked for, generator, scorer, describe())."""
+    import infer.backends
+
+    from rcea.config import load_config
+    import infer.worker as worker
+
+    made = []
+
+    class Fake:
+        tokenizer = object()
+
+    def get_backend(kind, path, **kw):
+        made.append((kind, kw))
+        return Fake()
+
+    monkeypatch.setattr(infer.backends, "get_backend", get_backend)
+    monkeypatch.setattr(worker, "resolve_model", lambda cfg: "a-model")
+    monkeypatch.setattr(worker, "_has_vllm", lambda: True)
+
+    def build(device, backend="auto", overrides=(), scale="7b"):
+        made.clear()
+        ctx = worker.Context(device, backend)
+        gen, scorer = ctx.backends(load_config(scale, None, list(overrides)))
+        return dict(made), gen, scorer, ctx.describe()
+    return build

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from infer.backends.one_copy import OneCopy
-from rcea.config import load_config
 
 CKPT = "train/tiny/grpo/checkpoints/checkpoint-{}"
 
@@ -80,33 +79,6 @@ def test_a_failing_score_still_sends_the_scorer_back_and_wakes_the_engine():
     with pytest.raises(RuntimeError, match="scoring on cuda:0 failed: RuntimeError: out of memory"):
         one.score([[1]], [[2]])
     assert card.calls[-2:] == ["to cpu", "wake"] and card.engine_awake and not card.scorer_on and card.peak == 1
-
-
-@pytest.fixture
-def built(monkeypatch):
-    """infer.worker.Context.backends with both backends stood in: [(kind, kwargs)] of what it asked for."""
-    import infer.backends
-    import infer.worker as worker
-
-    made = []
-
-    class Fake:
-        tokenizer = object()
-
-    def get_backend(kind, path, **kw):
-        made.append((kind, kw))
-        return Fake()
-
-    monkeypatch.setattr(infer.backends, "get_backend", get_backend)
-    monkeypatch.setattr(worker, "resolve_model", lambda cfg: "a-model")
-    monkeypatch.setattr(worker, "_has_vllm", lambda: True)
-
-    def build(device, backend="auto", overrides=()):
-        made.clear()
-        ctx = worker.Context(device, backend)
-        gen, scorer = ctx.backends(load_config("7b", None, list(overrides)))
-        return dict(made), gen, scorer, ctx.describe()
-    return build
 
 
 def test_on_a_gpu_the_scorer_waits_in_host_memory_and_the_engine_can_sleep(built):
