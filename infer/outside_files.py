@@ -124,7 +124,7 @@ def store_base(given: str | Path, sha: str, root=None) -> str:
     name = f"outside-base-{sha[:12]}"
     dst = layout.models_dir(name, root)
     if (dst / "config.json").exists():
-        return f"models/{name}"
+        return str(layout.models_dir(name, ""))   # relative to the data folder
     tmp = dst.with_name(f".{name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -142,4 +142,4 @@ def store_base(given: str | Path, sha: str, root=None) -> str:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return f"models/{name}"
+    return str(layout.models_dir(name, ""))   # relative to the data folder
