@@ -119,6 +119,17 @@ def _scale_names() -> tuple[str, ...]:
 SCALES = _scale_names()
 
 
+def toml_value(v) -> str:
+    """A setting's value as an override's right-hand side (TOML: strings quoted, inline tables and arrays)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return json.dumps(v) if isinstance(v, str) else repr(v)
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """`section.key=value` with a TOML value; a bare word is taken as a string."""
     if "=" not in text:

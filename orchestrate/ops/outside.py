@@ -15,6 +15,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from rcea.config import toml_value
 from rcea.launch import host_file, launch
 from orchestrate.ops.commands import (aggregate_command, codebook_commands, judge_commands, publish_command, role_command,
                                       workers_command)
@@ -71,17 +72,6 @@ def measure_run_commands(scale: str, folder: str, base: str, name: str, override
         return [first]
     return [first, workers_command(scale, num_workers, detach=False), *judge_commands(scale),
             *codebook_commands(scale), aggregate_command(scale), publish_command(scale)]
-
-
-def toml_value(v) -> str:
-    """A setting's value as an override's right-hand side (TOML: strings quoted, inline tables and arrays)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    return json.dumps(v) if isinstance(v, str) else repr(v)
 
 
 def recorded_settings(scale: str, data_root) -> dict[str, dict]:

@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrate.ops.outside import toml_value   # a setting as an override's right-hand side
+from rcea.config import toml_value   # a setting as an override's right-hand side
 
 ROOT = Path(__file__).resolve().parents[2]
 METHODS = ("grpo", "kl_cov")  # what the session fixture `demo` (conftest.py) trains
