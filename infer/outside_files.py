@@ -21,6 +21,8 @@ import struct
 import zipfile
 from pathlib import Path
 
+from rcea.integrity import hash_into
+
 JSON_FILES = ("config.json", "adapter_config.json", "generation_config.json", "trainer_state.json",
               "tokenizer.json", "tokenizer_config.json")
 STATE = "trainer_state.json"   # what Transformers' Trainer writes last into a checkpoint
@@ -104,9 +106,7 @@ def weights_sha256(folder: str | Path) -> str:
     files = sorted([*folder.glob("*.safetensors"), *folder.glob("pytorch_model*.bin")])
     for p in files:
         digest.update(p.name.encode() + b"\0")
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+        hash_into(digest, p)
     return digest.hexdigest() if files else ""
 
 

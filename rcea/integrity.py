@@ -35,13 +35,17 @@ def read_manifest(artifact: str | Path) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def file_record(path: str | Path) -> dict:
-    """{"size": bytes, "sha256": hex digest} of one file (read in 1 MiB blocks)."""
-    digest = hashlib.sha256()
+def hash_into(digest, path: str | Path):
+    """`digest` updated with the bytes of one file, read in 1 MiB blocks; returns `digest`."""
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
-    return {"size": os.path.getsize(path), "sha256": digest.hexdigest()}
+    return digest
+
+
+def file_record(path: str | Path) -> dict:
+    """{"size": bytes, "sha256": hex digest} of one file."""
+    return {"size": os.path.getsize(path), "sha256": hash_into(hashlib.sha256(), path).hexdigest()}
 
 
 def folder_records(folder: str | Path) -> dict[str, dict]:
