@@ -69,10 +69,10 @@ def train(c, method="grpo", scale="tiny", max_steps=0, resume=False, override=No
     """Train one method at one scale (tiny: local .envs/train; 3b/7b: the training container, 1 GPU)."""
     choice("method", method, METHODS)
     choice("scale", scale, SCALES)
-    argv = train_command(method, scale, max_steps=max_steps, resume=resume,
-                         overrides=check_overrides(override, scale))
+    overrides = check_overrides(override, scale)
+    argv = train_command(method, scale, max_steps=max_steps, resume=resume, overrides=overrides)
     say_overrides(c)
-    _at(c, scale, "training", f"invoke train --method {method} --scale tiny", plan=(gpu, check_overrides(override, scale)))
+    _at(c, scale, "training", f"invoke train --method {method} --scale tiny", plan=(gpu, overrides))
     run_all(c, [argv])
 
 
