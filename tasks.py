@@ -210,7 +210,7 @@ def seeds(c, method="grpo", seeds="1,2,3", questions=200, k=8):
 
     Compares held-out sampled accuracy with the warm start's (writes data/results/tiny/seeds-<method>.md)."""
     choice("method", method, METHODS)
-    run_all(c, [local_command("train.seeds", ["--method", method, "--seeds", seeds, "--questions", str(questions),
+    run_all(c, [local_command("train.noise_study", ["--method", method, "--seeds", seeds, "--questions", str(questions),
                                               "--k", str(k)])])
 
 

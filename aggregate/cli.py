@@ -144,7 +144,7 @@ def unwritable(out: Path, figures: bool = True) -> str:
 
 
 def read_seed_noise(out: Path) -> list[dict]:
-    """`python -m train.seeds` results written beside the report (seeds-<method>.json), if any."""
+    """`python -m train.noise_study` results written beside the report (seeds-<method>.json), if any."""
     import json
 
     found = []

@@ -241,7 +241,7 @@ def _base_accuracy(res: dict) -> dict[str, float]:
 
 def accuracy_lines(res: dict) -> list[str]:
     """Held-out sampled accuracy (fixed probe, samples.reward) per endpoint, against the base policy, and
-    the run-to-run noise measured by `python -m train.seeds` when its result is beside the report."""
+    the run-to-run noise measured by `python -m train.noise_study` when its result is beside the report."""
     eps = res.get("endpoints", [])
     if not eps:
         return []
@@ -256,7 +256,7 @@ def accuracy_lines(res: dict) -> list[str]:
         L.append(f"| {e['scale']}/{e['method']}/{e['step']} | {_f(e.get('accuracy'))} | {delta} | "
                  f"{_f(e.get('token_entropy_mean'), 4)} |")
     for n in res.get("seed_noise", []):
-        L += ["", f"Run-to-run noise (`python -m train.seeds`, {n['method']}, training seeds "
+        L += ["", f"Run-to-run noise (`python -m train.noise_study`, {n['method']}, training seeds "
               f"{', '.join(map(str, n['seeds']))}, {n['questions']} held-out questions x {n['k']}): warm start "
               f"{n['warm_start']:.3f}, seeds {', '.join(f'{a:.3f}' for a in n['accuracy'])}; mean gain "
               f"{n['gain']:+.3f}, run-to-run sd {n['sd']:.3f} (gain / sd = {n['gain_over_sd']:.1f})."]
@@ -283,7 +283,7 @@ def terminal_summary(res: dict, st: AggregateSettings) -> str:
     else:
         lines.append("acc: held-out sampled accuracy on the fixed probe (mean verifier reward, temperature 1.0)")
     for n in res.get("seed_noise", []):
-        lines.append(f"run-to-run noise ({n['method']}, {len(n['seeds'])} training seeds, python -m train.seeds): "
+        lines.append(f"run-to-run noise ({n['method']}, {len(n['seeds'])} training seeds, python -m train.noise_study): "
                      f"gain over the warm start {n['gain']:+.3f}, sd {n['sd']:.3f}")
     runs = res.get("runs", [])
     if runs:

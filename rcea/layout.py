@@ -8,7 +8,7 @@
         checkpoints/checkpoint-<step>/          LoRA adapter + trainer state (complete ones only), with
                                                 TRAINER_STATE, the objective trainer's own state
         steps.jsonl, tb/                        per-step log, TensorBoard mirror
-    seeds/<scale>/<method>/                     the run-to-run noise runs (train.seeds)
+    seeds/<scale>/<method>/                     the run-to-run noise runs (train.noise_study)
     state/<scale>.sqlite                        the study's one state store: its measurement jobs (the queue:
                                                 infer.queue) and its units' attempts (the ledger:
                                                 orchestrate.executors.ledger); under Compose this folder

@@ -6,7 +6,7 @@ scale's launcher (rcea.launch: a local process, or `docker compose` on one GPU h
 as work units (orchestrate.units.TrainUnit) through the local engine (orchestrate/executors/local.py: the
 scale's slots side by side, one per training GPU in a container, a ledger, a log per unit, a retry of a
 transient exit, the other runs going on past a failed one, named at the end);
-`ray` runs the train and workers stages as Ray work units on a cluster (orchestrate/executors/study.py; a
+`ray` runs the train and workers stages as Ray work units on a cluster (orchestrate/executors/ray_stage.py; a
 local Ray without an address) and the rest here. Stages:
 
     prepare     the model where it is built here (the tiny one, its warm start) and the training pool
@@ -104,7 +104,7 @@ def study_stages(scale: str, methods, num_workers: int | None = None) -> list[St
     at_a_time = f", {min(jobs, n)} at a time" if n > 1 else ""
     workers = lc.workers_phrase(num_workers, gpus_m)
     stages.append(_stage(
-        "train", f"train {', '.join(methods)} ({n} objective{'s' * (n > 1)}{at_a_time}{where}); each run then "
+        "train", f"train {', '.join(methods)} ({n} method{'s' * (n > 1)}{at_a_time}{where}); each run then "
                  f"enqueues its measurements, which {workers} start at once",
         [_unit(m, run.argv(lc.host_data()), cmd.enqueue_command(scale, m), work=run)   # the argv the unit runs
          for m in methods for run in [TrainUnit(m, scale, launcher=lc.launcher)]],
@@ -210,7 +210,7 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
 
 
 def _ray(scale: str, methods, address: str | None, num_workers: int | None = None):
-    from orchestrate.executors.study import RayStage   # imports Ray only when a stage needs it
+    from orchestrate.executors.ray_stage import RayStage   # imports Ray only when a stage needs it
 
     return RayStage(scale, list(methods), address, local=run_local, num_workers=num_workers)
 

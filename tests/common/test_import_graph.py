@@ -108,5 +108,5 @@ def test_the_orchestration_is_a_room_of_its_own():
 
     root = project_root()
     assert not any((root / "rcea" / name).exists() for name in ("ops", "executors", "units.py"))
-    assert {"units", "executors", "executors.ray_exec", "executors.study", "ops.study", "ops.commands"} <= {
+    assert {"units", "executors", "executors.ray_exec", "executors.ray_stage", "ops.study", "ops.commands"} <= {
         m.partition(".")[2] for m in import_graph() if m.startswith("orchestrate.")}

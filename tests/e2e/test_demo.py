@@ -51,7 +51,7 @@ def _table(data: Path, name: str) -> list[dict]:
 
 def test_every_stage_ran_and_the_report_says_where_it_is(demo):
     data, out, _ = demo
-    for stage in ("prepare", "train grpo, kl_cov (2 objectives, 2 at a time)", "workers", "judge", "modes",
+    for stage in ("prepare", "train grpo, kl_cov (2 methods, 2 at a time)", "workers", "judge", "modes",
                   "audit sample", "aggregate", "results"):
         assert f"] {stage}" in out
     assert f"report: {data}/results/tiny/report.md" in out

@@ -1,4 +1,4 @@
-"""`python -m train.seeds`: does RL beat the warm start by more than run-to-run noise? (tiny toy world)
+"""`python -m train.noise_study`: does RL beat the warm start by more than run-to-run noise? (tiny toy world)
 
 Trains one objective (default GRPO) from the same warm start with several training seeds, then measures
 held-out *sampled* accuracy (temperature 1.0, top-p 1.0, the probe's sampling settings) of the warm start
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     from rcea.config import METHODS, ConfigError, check_choice, load_config
     from rcea.store import atomic_write_json, atomic_write_text
 
-    ap = argparse.ArgumentParser(prog="python -m train.seeds", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m train.noise_study", description=__doc__.splitlines()[0])
     ap.add_argument("--method", default="grpo", help=f"objective ({', '.join(METHODS)})")
     ap.add_argument("--scale", default="tiny", help="tiny only (it trains several runs on CPU)")
     ap.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
@@ -100,9 +100,9 @@ def main(argv=None) -> int:
         from rcea.launch import tiny_model
 
         if not tiny_model(cfg0):   # several runs side by side on CPU
-            raise ConfigError("python -m train.seeds runs the tiny toy world only (--scale tiny)")
+            raise ConfigError("python -m train.noise_study runs the tiny toy world only (--scale tiny)")
         if cfg0["data.world"] != "toy":
-            raise ConfigError("python -m train.seeds needs data.world=toy (held-out questions with rule answers)")
+            raise ConfigError("python -m train.noise_study needs data.world=toy (held-out questions with rule answers)")
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

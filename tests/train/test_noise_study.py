@@ -1,10 +1,10 @@
-"""`python -m train.seeds`: the run-to-run noise script, on tiny budgets (a short warm start, 2 steps)."""
+"""`python -m train.noise_study`: the run-to-run noise script, on tiny budgets (a short warm start, 2 steps)."""
 
 import json
 
 import pytest
 
-from train.seeds import main, report
+from train.noise_study import main, report
 
 TINY = ["toy.warm_start_steps=30", "train.max_steps=2", "train.save_steps=1", "train.per_device_batch=16",
         "train.max_completion_tokens=16", "probe.max_new_tokens=16", "data.draw_size=64"]
@@ -13,7 +13,7 @@ TINY = ["toy.warm_start_steps=30", "train.max_steps=2", "train.save_steps=1", "t
 def test_seeds_script_trains_each_seed_and_reports_from_its_own_measurements(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
-    import train.seeds as seeds_module
+    import train.noise_study as seeds_module
 
     measured: list[float] = []  # what the scoring function returned, in call order: warm start, seed 1, seed 2
     real = seeds_module.sampled_accuracy

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from invoke.exceptions import Exit
 
-from orchestrate.executors.study import RayStage
+from orchestrate.executors.ray_stage import RayStage
 from rcea.layout import TRAINER_STATE
 from rcea.store import write_manifest
 from orchestrate.units import batches

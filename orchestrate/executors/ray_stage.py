@@ -9,7 +9,7 @@ base-policy jobs once), grouped per checkpoint, while the other runs still train
 run's jobs again and runs what is left (nothing, unless a kill interrupted the train stage). Both go to
 `orchestrate.executors.execute(..., engine="ray")`. The other stages
 (prepare, judge, modes, audit, aggregate, results) are not GPU work units: they run through `local`,
-the default executor. Overrides reach every unit through RCEA_OVERRIDES (set by the study task).
+the default engine. Overrides reach every unit through RCEA_OVERRIDES (set by the study task).
 """
 
 from __future__ import annotations
