@@ -27,7 +27,7 @@ from orchestrate.ops.plan import H_GPU, PLAN_HELP, plan_first
 from orchestrate.ops.commands import (
     AUDIT_HELP, AUDIT_PORT, MAX_WORKERS, ROLES, WHATS, aggregate_command, audit_command, audit_import_command,
     audit_serve_command, check_overrides, check_workers, choice, codebook_commands, enqueue_command, hand_worker_gpus,
-    host_data, judge_commands, local_command, parse_methods, plan_command, published_dir, role_command, status_command,
+    host_data, judge_commands, local_command, parse_methods, plan_command, published_dir, role_command,
     train_command, warm_start_command, publish_command, workers_command)
 from orchestrate.ops.shell import (
     host_gpu_count, is_dry, require_compose, run_all, say_overrides, share_overrides, training_gpus)
@@ -100,9 +100,8 @@ def workers(c, scale="tiny", num_workers=None, lease=0):
 
 @task(help={"scale": H_SCALE})
 def status(c, scale="tiny"):
-    """Show the inference queue: pending, running, done and failed jobs."""
-    _at(c, scale, "status", "invoke status --scale tiny")
-    run_all(c, [status_command(scale)])
+    """Show the state store (either engine): the queue's pending, running, done and failed jobs, the units."""
+    run_all(c, [local_command("rcea.status", ["--scale", choice("scale", scale, SCALES)])])
 
 
 @task(help={"scale": H_SCALE})

@@ -1,5 +1,5 @@
 """`python -m benchmarks.scheduler`: the 3b study's order of work on one host with 8 GPUs, through the real
-local executor (orchestrate.executors.execute: batching per checkpoint, the ledger, per-role slots, `follow`),
+local executor (orchestrate.executors.execute: batching per checkpoint, the unit records, per-role slots, `follow`),
 with stand-in units that sleep for their cost. No GPU, no model: only the scheduler is measured.
 
 Units: the 3b study's seven training runs and the measurement jobs `infer.plan.plan_jobs` plans for each
@@ -44,8 +44,8 @@ from unittest import mock
 
 GPUS = 8
 SCALE = "3b"
-# The data folder and the ledger of each scenario: in memory where the machine has it, so the makespan is the
-# scheduler's, not this disk's (the ledger commits about four times per unit; an fsync can take 20 ms on a
+# The data folder and the state store of each scenario: in memory where the machine has it, so the makespan is the
+# scheduler's, not this disk's (the unit records commit about four times per unit; an fsync can take 20 ms on a
 # busy disk, and the scheduling loop waits for it).
 FAST_DIR = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 
@@ -128,7 +128,7 @@ def _execute(units_, root: Path, parallel: dict, follow=None) -> None:
     from orchestrate.executors import execute
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):   # its progress lines
-        report = execute(units_, "local", data_root=root, ledger_path=root / "ledger.sqlite", log=lambda *a: None,
+        report = execute(units_, "local", data_root=root, store_path=root / "state.sqlite", log=lambda *a: None,
                          follow=follow, parallel=parallel, max_retries=0)
     if report.failed:
         raise RuntimeError(f"stand-in units failed: {report.failed}")
@@ -205,6 +205,8 @@ def run(train_seconds: float = 1.5, train_weight: float = 3.0, train_gpus=(2, 4)
         elastic: bool = True) -> list[dict]:
     """Rows (a), (b), one (c) per count in `train_gpus` and (d) when `elastic`; `costs`: study_costs(train_weight)
     if given. Each row's `vs_bound` is its ideal makespan over `lower_bound`, `vs_b` over (b)'s (today's order)."""
+    from rcea.launch import split
+
     train_cost, jobs = costs or study_costs(train_weight)
     per_cost = train_seconds / next(iter(train_cost.values()))
     train, runs, base = units(train_cost, jobs, per_cost)
@@ -218,8 +220,8 @@ def run(train_seconds: float = 1.5, train_weight: float = 3.0, train_gpus=(2, 4)
     rows += [scenario(f"(c) {k} training GPUs, measurements follow", train, runs, base, k, follow=True)
              for k in train_gpus]
     if elastic:
-        rows.append(scenario("(d) elastic: one pool, training first", train, runs, base, min(len(train), GPUS),
-                             follow=True, elastic=True))
+        rows.append(scenario("(d) elastic: one pool, training first", train, runs, base,
+                             len(split(range(GPUS), len(train))[0]), follow=True, elastic=True))   # the study's rule
     a, a_ideal = rows[0]["makespan_s"], rows[0]["ideal_s"]
     bound = lower_bound(train, runs, base)
     log(f"{'':<44} GPUs (train+measure)  makespan  vs (a)  GPU busy | ideal: makespan  vs (a)  vs (b)  "

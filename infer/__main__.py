@@ -17,6 +17,7 @@ Inside a Compose worker, $WORKER_RANK names it in the queue (worker-<rank>@<host
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -45,7 +46,9 @@ def cmd_enqueue(args) -> int:
                            complete=complete)
         counts[result] = counts.get(result, 0) + 1
         why = ""
-        if result == "redo":
+        if result == "complete":
+            why = "  (its table parts are complete: marked done)"
+        elif result == "redo":
             why = "  (marked done, but an output part is missing or incomplete: it runs again)"
         elif result == "retried":
             old = before[job["key"]]
@@ -108,7 +111,7 @@ def cmd_worker(args) -> int:
     if args.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)   # before torch is imported
     from infer.jobs import run_job
-    from infer.queue import Queue, QueueDamaged
+    from infer.queue import Queue
     from infer.worker import Context, run_worker
     from rcea.layout import state_path
     from rcea.seeds import limit_cpu_threads
@@ -118,19 +121,19 @@ def cmd_worker(args) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         limit_cpu_threads()
-    import sqlite3
+    from rcea.state import OperationalError, StoreDamaged
 
     q = Queue(state_path(args.scale), lease_s=args.lease)
     try:
         stats = run_worker(q, run_job, Context(device, args.backend), until_empty=args.until_empty,
                            poll_s=args.poll, report_s=args.report, name=worker_label())
-    except sqlite3.OperationalError as exc:  # e.g. "database or disk is full": the real error, in one line
-        print(f"error: the job queue {q.path} cannot be written: {exc}. Free disk space there (df -h) and start "
+    except OperationalError as exc:  # e.g. "database or disk is full": the real error, in one line
+        print(f"error: the state store {q.path} cannot be written: {exc}. Free disk space there (df -h) and start "
               "the workers again: finished jobs stay done, the interrupted one is redone.", file=sys.stderr)
         for other in others:
             other.wait()
         return 1
-    except QueueDamaged as exc:   # damaged while the workers ran (one opened after the damage rebuilds it)
+    except StoreDamaged as exc:   # damaged while the workers ran (one opened after the damage rebuilds it)
         print(f"error: {exc}", file=sys.stderr)
         for other in others:
             other.wait()
@@ -190,8 +193,13 @@ def cmd_hold(args) -> int:
 
 
 def cmd_status(args) -> int:
+    """The queue's counts and its running and failed jobs; the files decide first (the store never contradicts
+    them: a pending or failed job whose table parts are complete is marked done), and `--check` decides from
+    the files alone: exit 3 unless every job's table parts are complete."""
     from infer.queue import Queue
     from rcea.layout import state_path
+    from rcea.paths import data_dir
+    from rcea.store import job_complete
 
     args.scale = worker_scale(args)
     if args.scale is None:
@@ -203,9 +211,25 @@ def cmd_status(args) -> int:
     q = Queue(path)
     if args.follow:
         return follow(q, args.follow)
+    complete = {}
+
+    def files_say(kind: str, payload: dict) -> bool:   # the one verdict on a job: its table parts
+        key = json.dumps([kind, payload], sort_keys=True)
+        if key not in complete:
+            try:
+                complete[key] = job_complete(kind, payload, data_dir())
+            except (KeyError, ValueError):   # a job that names no tables (an older plan): not known complete
+                complete[key] = False
+        return complete[key]
+
+    settled = q.store.settle(files_say)
+    if settled:
+        print(f"{len(settled)} job(s) marked done: their table parts were completed since they were marked "
+              "pending or failed")
     counts = q.counts()
     print(f"queue {path}: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
-    for j in q.jobs():
+    jobs = q.jobs()
+    for j in jobs:
         if args.jobs or j["state"] in ("running", "failed"):
             extra = f" worker={j['worker']}" if j["state"] == "running" else ""
             extra += f" error={j['error']}" if j["error"] else ""
@@ -215,13 +239,15 @@ def cmd_status(args) -> int:
         from rcea.layout import tables_dir
 
         print(greedy_summary(tables_dir(args.scale) / "greedy").to_string(index=False))
-    if args.check and any(counts[k] for k in ("pending", "running", "failed")):
+    missing = [j["key"] for j in jobs if args.check and not files_say(j["kind"], json.loads(j["payload"]))]
+    if missing:
         from infer.queue import KILLED_ROUNDS
 
-        print(f"check: not every job is done ({counts}); a job whose workers were killed (lease expired) is retried "
-              f"when you rerun the study, up to {KILLED_ROUNDS} times; for the others see the errors above, fix, "
-              f"then `python -m infer enqueue --scale {args.scale} --method M --retry-failed` and run the workers "
-              "again", file=sys.stderr)
+        print(f"check: {len(missing)} job(s) lack complete table parts ({', '.join(missing[:3])}"
+              f"{', ...' if len(missing) > 3 else ''}; queue: {counts}); a job whose workers were killed (lease "
+              f"expired) is retried when you rerun the study, up to {KILLED_ROUNDS} times; for the others see the "
+              f"errors above, fix, then `python -m infer enqueue --scale {args.scale} --method M --retry-failed` "
+              "and run the workers again", file=sys.stderr)
         return 3
     return 0
 

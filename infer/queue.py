@@ -1,5 +1,6 @@
-"""The job queue: tables of the study's one state store, an SQLite database per scale (data/state/<scale>.sqlite,
-rcea.layout.state_path; the driver's ledger of units, orchestrate.executors.ledger, is in the same file).
+"""The job queue: the pull side of the study's one state store (rcea.state: the `jobs` and `opened` tables of
+<data>/state/<scale>.sqlite, rcea.layout.state_path; the engines' unit records are in the same file). This module
+holds the queue's operations; rcea.state owns the schema, the connections and the transactions.
 
 Every state change is a transaction (`BEGIN IMMEDIATE`). A claimed job carries a lease that the worker's
 heartbeat extends, and the holder's host (host name + PID namespace) and process id. A job whose lease
@@ -7,7 +8,8 @@ ran out (its worker died or hung), or whose holder ran on this host and whose pr
 once, without waiting out the lease), returns to `pending` at the next claim, up to `max_attempts`
 claims, after which it is `failed` with the reason. Claims take the most expensive
 pending job first (longest-processing-time order keeps many workers busy to the end).
-Keys are unique, so enqueueing is idempotent: a known key (pending, running or done) is left alone.
+Keys are unique, so enqueueing is idempotent: a known key (pending, running or done) is left alone, and the
+files decide over the flag: a job whose table parts are complete is `done` (rcea.store.job_complete).
 
 The queue is *open* while a study may still enqueue (its training runs enqueue their measurements as each
 finishes): `open(holder)` writes one row with a heartbeat, which the holder refreshes (`beat`) every BEAT_S
@@ -15,61 +17,25 @@ seconds, and `close()` removes it. A heartbeat older than STALE_S counts as clos
 never leaves the workers waiting. Workers with `--until-empty` exit only when nothing is pending or running
 and the queue is not open (`drained`); `python -m infer hold` is the holder the study runs.
 
-A damaged database (truncated, a page or the header overwritten: `sqlite3.DatabaseError`) is found when a
-Queue opens it (`PRAGMA quick_check`): it is moved aside to `<file>.damaged` and an empty queue takes its place,
-said in one line. Nothing is lost that matters: the study enqueues its jobs again, and the table parts, not the
-queue, decide which jobs are done (rcea.store.job_complete). Damage found later, while the queue is in use,
-raises `QueueDamaged`, which names the file and that fix.
-
-Note: the database runs in WAL mode, which needs a filesystem with working POSIX locks and shared
-memory (a local disk or a Docker volume); do not put the queue on NFS.
+A damaged store is moved aside and rebuilt when opened, in one line; damage found while in use raises
+rcea.state.StoreDamaged (see rcea/state.py).
 """
 
 from __future__ import annotations
 
 import json
-import random
 import socket
-import sys
-import threading
-import sqlite3
 import time
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-STATES = ("pending", "running", "done", "failed")
+from rcea.state import JOB_STATES as STATES, Store
+
 KILLED_ROUNDS = 3   # reruns that retry a job whose holders were all killed, before it needs --retry-failed
 BEAT_S = 10.0       # how often the holder of an open queue refreshes its heartbeat
 STALE_S = 60.0      # a heartbeat older than this: the holder is gone, the queue counts as closed
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    key TEXT NOT NULL UNIQUE,
-    kind TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    cost REAL NOT NULL DEFAULT 1.0,
-    state TEXT NOT NULL DEFAULT 'pending',
-    attempts INTEGER NOT NULL DEFAULT 0,
-    worker TEXT,
-    host TEXT,
-    pid INTEGER,
-    lease_until REAL,
-    created REAL NOT NULL,
-    started REAL,
-    finished REAL,
-    error TEXT,
-    rounds INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (state, cost);
-CREATE TABLE IF NOT EXISTS opened (
-    one INTEGER PRIMARY KEY CHECK (one = 1),
-    holder TEXT NOT NULL,
-    heartbeat REAL NOT NULL
-);
-"""
 
 
 @dataclass
@@ -111,140 +77,21 @@ def process_alive(pid: int) -> bool:
         return True
 
 
-def damage(exc: BaseException) -> bool:
-    """Whether an sqlite3 error means a damaged file (not a busy, full or read-only one)."""
-    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
-
-
-class QueueDamaged(RuntimeError):
-    """The queue's database file is damaged; the message names it and the fix."""
-
-    def __init__(self, path: Path, why: str):
-        super().__init__(f"the job queue {path} is damaged ({why}); stop the workers, remove it (with its -wal and "
-                         "-shm files) and rerun the same command: the queue is rebuilt, and jobs whose table parts "
-                         "are complete are not run again")
-
-
-def _check(path: Path) -> str:
-    """'' when the database at `path` reads whole (or does not exist yet), else why not."""
-    if not path.exists():
-        return ""
-    try:
-        db = sqlite3.connect(path, timeout=60.0)
-        try:
-            rows = db.execute("PRAGMA quick_check").fetchall()
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as exc:
-        if not damage(exc):
-            raise
-        return str(exc)
-    problems = [r[0] for r in rows if r[0] != "ok"]
-    return "; ".join(problems[:2]) if problems else ""
-
-
-def rebuild_if_damaged(path: Path, stream=None) -> bool:
-    """Move a damaged database (and its WAL files) aside to `<name>.damaged`, under a lock so that two processes
-    opening it at once move it only once; says so in one line. True when it did."""
-    import fcntl
-
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        why = _check(path)
-        if not why:
-            return False
-        aside = path.with_name(path.name + ".damaged")
-        os.replace(path, aside)
-        for suffix in ("-wal", "-shm"):
-            side = path.with_name(path.name + suffix)
-            if side.exists():
-                os.replace(side, aside.with_name(aside.name + suffix))
-    print(f"warning: the job queue {path} was damaged ({why}); moved to {aside.name} and started an empty one: "
-          "jobs are enqueued again by the study, and those whose table parts are complete are not run again",
-          file=stream or sys.stderr, flush=True)
-    return True
-
-
 class Queue:
     def __init__(self, path: str | Path, lease_s: float = 300.0, max_attempts: int = 3):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.store = Store(path)
+        self.path = self.store.path
         self.lease_s, self.max_attempts = lease_s, max_attempts
-        self._local = threading.local()
-        rebuild_if_damaged(self.path)
-        db = sqlite3.connect(self.path, timeout=60.0)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")   # readers never block the writer; persists in the file
-        finally:
-            db.close()
-        with self._tx() as db:
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            have = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
-            # a queue made before these columns existed
-            for col, kind in (("host", "TEXT"), ("pid", "INTEGER"), ("rounds", "INTEGER NOT NULL DEFAULT 0")):
-                if col not in have:
-                    db.execute(f"ALTER TABLE jobs ADD COLUMN {col} {kind}")
-
-    def _conn(self) -> sqlite3.Connection:
-        """This thread's connection (one per thread and process; opened on first use)."""
-        db = getattr(self._local, "db", None)
-        if db is None or self._local.pid != os.getpid():
-            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=True)
-            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
-            self._local.db, self._local.pid = db, os.getpid()
-        return db
-
-    @contextmanager
-    def _tx(self):
-        """One short write transaction (BEGIN IMMEDIATE ... COMMIT), safe across threads and processes."""
-        try:
-            db = self._conn()
-            self._begin(db)
-        except sqlite3.DatabaseError as exc:
-            if damage(exc):
-                raise QueueDamaged(self.path, str(exc)) from None
-            raise
-        try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException as exc:
-            # SQLite has already rolled back after some errors (SQLITE_FULL: disk full, I/O errors): a
-            # second ROLLBACK would raise "no transaction is active" and hide the real error.
-            if db.in_transaction:
-                try:
-                    db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass  # the error being raised says more
-            if damage(exc):
-                raise QueueDamaged(self.path, str(exc)) from None
-            raise
-
-    @staticmethod
-    def _begin(db, patience_s: float = 60.0) -> None:
-        """BEGIN IMMEDIATE, retrying every 1-3 ms while another writer holds the lock.
-
-        SQLite's own busy handler backs off to 100 ms sleeps, which idles workers under contention.
-        """
-        db.execute("PRAGMA busy_timeout=0")
-        deadline = time.monotonic() + patience_s
-        while True:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.001 + 0.002 * random.random())
-        db.execute("PRAGMA busy_timeout=60000")
+        self._tx, self._conn = self.store.tx, self.store.conn
 
     def enqueue(self, key: str, kind: str, payload: dict, cost: float = 1.0, retry_failed: bool = False,
                 complete: bool | None = None) -> str:
-        """Add a job; returns 'added', 'exists' (left alone), 'retried' (a failed job made pending) or 'redo'
-        (a job marked done whose outputs are not all there: `complete` False, as the caller found the files).
+        """Add a job; returns 'added', 'exists' (left alone), 'retried' (a failed job made pending), 'redo'
+        (a job marked done whose outputs are not all there: `complete` False, as the caller found the files) or
+        'complete' (a pending or failed job whose outputs are all there, `complete` True: marked done).
 
-        The files decide, not the flag: a done job with a missing or incomplete output part runs again. A job
+        The files decide, not the flag: a done job with a missing or incomplete output part runs again, and a
+        pending or failed one whose parts were completed since (by another run) is done. A job
         that failed only because its holders were killed (`lease expired`) is retried by a rerun on its own, up
         to KILLED_ROUNDS times (each round `max_attempts` claims); `retry_failed` retries any failed job."""
         with self._tx() as db:
@@ -254,6 +101,9 @@ class Queue:
                            (key, kind, json.dumps(payload, sort_keys=True), float(cost), time.time()))
                 return "added"
             state, error, rounds = row[0], row[1] or "", row[2] or 0
+            if complete and state in ("pending", "failed"):
+                db.execute("UPDATE jobs SET state='done', finished=?, error=NULL WHERE key=?", (time.time(), key))
+                return "complete"
             killed = state == "failed" and error.startswith("lease expired") and rounds < KILLED_ROUNDS
             redo = state == "done" and complete is False
             if (state == "failed" and retry_failed) or killed or redo:
@@ -345,9 +195,4 @@ class Queue:
         return not counts["pending"] and not counts["running"] and not self.is_open()
 
     def jobs(self) -> list[dict]:
-        db = sqlite3.connect(self.path, timeout=60.0)
-        try:
-            db.row_factory = sqlite3.Row
-            return [dict(r) for r in db.execute("SELECT * FROM jobs ORDER BY id")]
-        finally:
-            db.close()
+        return self.store.rows("SELECT * FROM jobs ORDER BY id")

@@ -1,12 +1,13 @@
-"""Executors: run a set of work units (orchestrate.units) to completion, locally or on a Ray cluster.
+"""Engines: run a set of work units (orchestrate.units) to completion, locally or on a Ray cluster.
 
     report = execute(units, engine="local")                       subprocesses on this machine
     report = execute(units, engine="ray", address="head:6379")    Ray tasks on a cluster (None: a local Ray)
 
 Both skip units whose outputs are complete, group measurement jobs of one checkpoint into one process
-(orchestrate.units.batches), record every unit in the driver's SQLite ledger (orchestrate.executors.ledger), print
-stage counts with the time left, and retry transient failures. The ledger is the study's state store under the
-local engine (orchestrate.executors.ledger.default_ledger). `report.failed` maps each unit that
+(orchestrate.units.batches), record every unit in the state store's unit records (rcea.state: under the local
+engine the data folder's store, beside the queue's jobs; under Ray the same schema on the driver's own disk,
+rcea.state.default_path), print stage counts with the time left (orchestrate.executors.progress), and retry
+transient failures. `report.failed` maps each unit that
 could not be completed to its reason; the caller decides whether that stops the study.
 """
 
@@ -15,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrate.executors.ledger import Ledger, Progress, default_ledger
+from orchestrate.executors.progress import Progress
 from orchestrate.units import batches
+from rcea.state import Store, default_path
 
 ENGINES = ("local", "ray")
 
@@ -33,7 +35,7 @@ class Report:
                 f"{self.retries} retried")
 
 
-def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=print, label: str = "study",
+def execute(units, engine: str = "local", data_root=None, store_path=None, log=print, label: str = "study",
             follow=None, **options) -> Report:
     """Run `units` with `engine`; `options` go to the engine (local: parallel, max_retries; ray: address,
     parallel, max_retries, fake_gpus, on_event, init_kwargs). `follow(unit)` names the units that may start
@@ -46,7 +48,7 @@ def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=
     root = Path(data_root) if data_root is not None else data_dir()
     units = list(units)
     scales = {getattr(u, "scale", None) for u in units}
-    ledger = Ledger(ledger_path or default_ledger(root, scales.pop() if len(scales) == 1 else None, engine))
+    store = Store(store_path or default_path(root, scales.pop() if len(scales) == 1 else None, engine))
     report, seen, counts = Report(), set(), {"total": {}, "skipped": {}}
     progress = None
 
@@ -62,8 +64,8 @@ def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=
                 if u.done(root):
                     report.skipped.append(u.key)
                     counts["skipped"][role] = counts["skipped"].get(role, 0) + 1
-                    if (ledger.state(u.key) or {}).get("state") != "done":
-                        ledger.set(u.key, role, "done", error=None)
+                    if (store.state(u.key) or {}).get("state") != "done":
+                        store.set(u.key, role, "done", error=None)
                     after += follow(u) if follow else []
                 else:
                     rest.append(u)
@@ -75,7 +77,7 @@ def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=
         return todo + (triage(after) if after else [])
 
     todo = triage(units)
-    progress = Progress(dict(counts["total"]), ledger, label=f"{label}:{engine}")
+    progress = Progress(dict(counts["total"]), store, label=f"{label}:{engine}")
     for role, n in counts["skipped"].items():
         progress.done[role] = n
     if report.skipped:
@@ -92,8 +94,8 @@ def execute(units, engine: str = "local", data_root=None, ledger_path=None, log=
                 from orchestrate.executors.local import run_local as runner
             else:
                 from orchestrate.executors.ray_exec import run_ray as runner
-            runner(todo, root, ledger, progress, report, log=log, expand=expand, **options)
+            runner(todo, root, store, progress, report, log=log, expand=expand, **options)
     finally:
-        ledger.close()
+        store.close()
     log(f"[{label}:{engine}] {report.summary()}")
     return report

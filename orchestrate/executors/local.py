@@ -21,7 +21,7 @@ from orchestrate.units import SLOTS
 DEFAULT_PARALLEL = SLOTS["cpu"]
 
 
-def run_local(batches, data_root, ledger, progress, report, log=print, parallel: dict | None = None,
+def run_local(batches, data_root, store, progress, report, log=print, parallel: dict | None = None,
               max_retries: int = 2, expand=None, gpus: dict | None = None) -> None:
     limits = {**DEFAULT_PARALLEL, **(parallel or {})}
     pool = limits.pop("any", None)   # batches of every role together, when set
@@ -43,7 +43,7 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
                     continue
                 waiting.remove(item)
                 for u in batch:
-                    ledger.attempt(u.key, role, {"host": "local", "attempt": attempt})
+                    store.attempt(u.key, role, {"host": "local", "attempt": attempt})
                 if attempt == 1:
                     progress.start(role, len(batch))
                 gpu = free[role].pop(0) if role in free else None
@@ -58,13 +58,13 @@ def run_local(batches, data_root, ledger, progress, report, log=print, parallel:
                 batch, attempt, gpu = running.pop(fut)
                 if gpu is not None:
                     free[batch[0].role].append(gpu)
-                if _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) and expand:
+                if _settle(fut, batch, attempt, max_retries, waiting, store, progress, report, log) and expand:
                     waiting += [(b, 1) for b in expand(batch)]
     progress.held = False
     progress.show()
 
 
-def _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report, log) -> bool:
+def _settle(fut, batch, attempt, max_retries, waiting, store, progress, report, log) -> bool:
     """Record a finished batch (or queue its retry); True when it completed."""
     role, keys = batch[0].role, [u.key for u in batch]
     try:
@@ -74,25 +74,25 @@ def _settle(fut, batch, attempt, max_retries, waiting, ledger, progress, report,
             report.retries += len(batch)
             log(f"[retry] {', '.join(keys)}: attempt {attempt} failed ({exc}); attempt {attempt + 1} queued")
             for k in keys:
-                ledger.event(k, "retry", {"error": str(exc), "attempt": attempt})
+                store.event(k, "retry", {"error": str(exc), "attempt": attempt})
             waiting.insert(0, (batch, attempt + 1))
             return False
-        _fail(batch, f"{exc} (after {attempt} attempts)", ledger, progress, report, log)
+        _fail(batch, f"{exc} (after {attempt} attempts)", store, progress, report, log)
         return False
     except (UnitError, OSError) as exc:
-        _fail(batch, str(exc), ledger, progress, report, log)
+        _fail(batch, str(exc), store, progress, report, log)
         return False
     per_unit = out["seconds"] / max(1, len(out["ran"]))
     for u in batch:
-        ledger.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
+        store.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
         report.done.append(u.key)
     progress.finish(role, True, per_unit, n=len(batch))
     return True
 
 
-def _fail(batch, error, ledger, progress, report, log) -> None:
+def _fail(batch, error, store, progress, report, log) -> None:
     log(f"[failed] {error}")
     for u in batch:
-        ledger.set(u.key, u.role, "failed", error=error[:2000], updated=time.time())
+        store.set(u.key, u.role, "failed", error=error[:2000], updated=time.time())
         report.failed[u.key] = error
     progress.finish(batch[0].role, False, n=len(batch))

@@ -9,7 +9,7 @@ Failures: Ray retries a task whose worker process or node died (`max_retries`), 
 TransientUnitError (the subprocess was killed, ran out of GPU memory, lost a connection; see
 orchestrate.executors.batch). Training tasks get a fresh worker process each (`max_calls=1`). Each attempt
 reports its start (node, pid, GPUs) to a small actor on the driver's node; the driver writes these into
-its ledger and prints a `[retry]` line when a unit starts again.
+its state store (unit records) and prints a `[retry]` line when a unit starts again.
 
 Without GPUs (the tiny scale, or tests), `gpus=False` asks for CPU slots instead; `fake_gpus=True` keeps
 the GPU request but at `num_cpus=0`, so eight fake GPUs run eight tasks at once on a two-core machine.
@@ -121,7 +121,7 @@ def check_resources(ray, roles, gpus: bool) -> None:
                            "(see compose.yaml, services ray-train-node / ray-infer-node)")
 
 
-def run_ray(batches, data_root, ledger, progress, report, log=print, address: str | None = None,
+def run_ray(batches, data_root, store, progress, report, log=print, address: str | None = None,
             parallel: dict | None = None, gpus: bool = True, fake_gpus: bool = False, max_retries: int = 3,
             on_event=None, init_kwargs: dict | None = None, poll_s: float = 0.5, expand=None,
             limit: dict | None = None) -> None:
@@ -162,10 +162,10 @@ def run_ray(batches, data_root, ledger, progress, report, log=print, address: st
             except ray.exceptions.RayActorError:   # ActorUnavailableError: the event log's node was lost and
                 started_now = []                     # it restarts (seen in CI when a node was removed mid-study)
             for item in started_now:
-                _started(item, attempts, ledger, progress, report, log, on_event)
+                _started(item, attempts, store, progress, report, log, on_event)
             for ref in ready:
                 batch = pending.pop(ref)
-                if _collect(ray, ref, batch, attempts, ledger, progress, report, log) and expand is not None:
+                if _collect(ray, ref, batch, attempts, store, progress, report, log) and expand is not None:
                     for new in expand(batch):   # e.g. a finished run's measurements, while others still train
                         submit(new)
             if held:   # freed slots take the held batches in order (submit holds again what does not fit)
@@ -177,12 +177,12 @@ def run_ray(batches, data_root, ledger, progress, report, log=print, address: st
             ray.shutdown()
 
 
-def _started(item, attempts, ledger, progress, report, log, on_event) -> None:
+def _started(item, attempts, store, progress, report, log, on_event) -> None:
     keys, role = item["keys"], item["role"]
     n = attempts.get(keys[0], 0) + 1
     for k in keys:
         attempts[k] = n
-        ledger.attempt(k, role, {kk: item[kk] for kk in ("node", "host", "pid", "gpus")})
+        store.attempt(k, role, {kk: item[kk] for kk in ("node", "host", "pid", "gpus")})
     if n == 1:
         progress.start(role, len(keys))
     else:
@@ -193,7 +193,7 @@ def _started(item, attempts, ledger, progress, report, log, on_event) -> None:
         on_event({**item, "attempt": n})
 
 
-def _collect(ray, ref, batch, attempts, ledger, progress, report, log) -> bool:
+def _collect(ray, ref, batch, attempts, store, progress, report, log) -> bool:
     """Record a finished task; True when the batch completed."""
     role = batch[0].role
     try:
@@ -206,13 +206,13 @@ def _collect(ray, ref, batch, attempts, ledger, progress, report, log) -> bool:
         error = f"{kind}: {type(cause).__name__}: {lines[0]}" + (f" | {lines[-1]}" if len(lines) > 1 else "")
         log(f"[failed] {', '.join(u.key for u in batch)}: {error}")
         for u in batch:
-            ledger.set(u.key, role, "failed", error=error[:2000])
+            store.set(u.key, role, "failed", error=error[:2000])
             report.failed[u.key] = error
         progress.finish(role, False, was_running=attempts.get(batch[0].key, 0) > 0, n=len(batch))
         return False
     per_unit = out["seconds"] / max(1, len(out["ran"]))
     for u in batch:
-        ledger.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
+        store.set(u.key, role, "done", seconds=per_unit, host=out["host"], error=None)
         report.done.append(u.key)
     progress.finish(role, True, per_unit, was_running=attempts.get(batch[0].key, 0) > 0, n=len(batch))
     return True

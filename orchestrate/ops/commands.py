@@ -26,7 +26,7 @@ from rcea.paths import project_root
 WHATS = (*KINDS, "all")
 # Which environment (and container) runs each entry module.
 ENV_OF = {"rcea.prepare": "train", "rcea.warmstart_rebuild": "train", "train": "train", "train.noise_study": "train",
-          "train.plan": "train", "infer": "infer",
+          "train.plan": "train", "infer": "infer", "rcea.status": "tools",
           "infer.judge": "infer", "infer.labels": "infer", "infer.audit": "infer", "infer.outside": "infer",
           "aggregate": "aggregate",
           "rcea.publish": "aggregate"}

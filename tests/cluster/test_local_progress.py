@@ -11,7 +11,7 @@ def test_running_counts_the_units_side_by_side(tmp_path, capsys):
     """Five units, two slots: every line printed while units are left to start says 2 running (a finished
     unit's slot is filled before the line is shown), and the counts only grow."""
     units = [StandIn(f"u{i}", role="train", seconds=0.5 + 0.3 * (i % 2)) for i in range(5)]
-    report = execute(units, "local", data_root=tmp_path, ledger_path=tmp_path / "ledger.sqlite",
+    report = execute(units, "local", data_root=tmp_path, store_path=tmp_path / "state.sqlite",
                      parallel={"train": 2})
     assert len(report.done) == 5 and not report.failed
     lines = re.findall(r"train (\d)/5 done, (\d) running", capsys.readouterr().out)

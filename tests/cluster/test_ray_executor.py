@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrate.executors import execute
-from orchestrate.executors.ledger import Ledger
+from rcea.state import Store
 from orchestrate.executors.ray_exec import task_options
 from rcea.paths import project_root
 from orchestrate.units import MeasureUnit
@@ -42,35 +42,35 @@ def test_task_options_ask_for_a_gpu_and_the_role_slot():
 def test_eight_tasks_run_at_once_on_eight_distinct_gpus(ray_local, tmp_path):
     # Each unit waits until all eight have started, so they provably ran side by side.
     units = [StandIn(f"g{i}", seconds=0, barrier=8) for i in range(8)]
-    report = execute(units, "ray", data_root=tmp_path, ledger_path=tmp_path / "ledger.sqlite", fake_gpus=True)
+    report = execute(units, "ray", data_root=tmp_path, store_path=tmp_path / "state.sqlite", fake_gpus=True)
     assert sorted(report.done) == sorted(u.key for u in units) and not report.failed
     assert sorted(seen_gpus(tmp_path).values(), key=int) == [str(i) for i in range(8)]
-    starts = Ledger(tmp_path / "ledger.sqlite").events()
+    starts = Store(tmp_path / "state.sqlite").events()
     assert sorted(g for e in starts if e["event"] == "start" for g in e["gpus"]) == list(range(8))
 
 
 def test_one_process_per_group_failures_classified_and_restart_skips(ray_local, tmp_path):
-    ledger = tmp_path / "ledger.sqlite"
+    store = tmp_path / "state.sqlite"
     units = [StandIn("a1", share="a", seconds=0.2), StandIn("a2", share="a", seconds=0.2),
              StandIn("t1", role="train", seconds=0.2),
              StandIn("bad", seconds=0, exit_code=3), StandIn("flaky", seconds=0, exit_code=75)]
     lines = []
-    report = execute(units, "ray", data_root=tmp_path, ledger_path=ledger, fake_gpus=True, max_retries=1,
+    report = execute(units, "ray", data_root=tmp_path, store_path=store, fake_gpus=True, max_retries=1,
                      log=lines.append)
     assert sorted(report.done) == ["standin:a1", "standin:a2", "standin:t1"]
     assert set(report.failed) == {"standin:bad", "standin:flaky"}
     assert "exit 3" in report.failed["standin:bad"] and "error" in report.failed["standin:bad"]
     assert "logs/units/standin_bad.log" in report.failed["standin:bad"]   # where to look
     assert "gave up after retries" in report.failed["standin:flaky"]
-    led = Ledger(ledger)
-    assert led.state("standin:bad")["attempts"] == 1         # a plain error is not retried
-    assert led.state("standin:flaky")["attempts"] == 2       # exit 75: retried once (max_retries=1)
+    records = Store(store)
+    assert records.state("standin:bad")["attempts"] == 1         # a plain error is not retried
+    assert records.state("standin:flaky")["attempts"] == 2       # exit 75: retried once (max_retries=1)
     assert any(ln.startswith("[retry] standin:flaky") for ln in lines)
     pids = {p.name.split(".")[1] for p in (tmp_path / "seen").iterdir() if p.name.split(".")[0] in ("a1", "a2")}
     assert len(pids) == 1                                     # a1 and a2 ran in one process
     for name in ("a1", "a2", "t1"):
         assert (tmp_path / "standin" / f"{name}.txt").read_text() == expected(name)
-    again = execute(units[:3], "ray", data_root=tmp_path, ledger_path=ledger, fake_gpus=True)
+    again = execute(units[:3], "ray", data_root=tmp_path, store_path=store, fake_gpus=True)
     assert again.done == [] and sorted(again.skipped) == ["standin:a1", "standin:a2", "standin:t1"]
 
 
@@ -82,9 +82,9 @@ def test_a_runs_measurements_start_as_soon_as_that_run_has_finished(ray_local, t
              "slow": [StandIn("m-slow", seconds=0.2), StandIn("m-base", seconds=0.2)],
              "done": [StandIn("m-done", seconds=0.2), StandIn("m-base", seconds=0.2)]}
     finished = StandIn("done", role="train", seconds=0)
-    execute([finished], "ray", data_root=tmp_path, ledger_path=tmp_path / "l0.sqlite", fake_gpus=True)
+    execute([finished], "ray", data_root=tmp_path, store_path=tmp_path / "l0.sqlite", fake_gpus=True)
     events = []
-    report = execute([quick, slow, finished], "ray", data_root=tmp_path, ledger_path=tmp_path / "ledger.sqlite",
+    report = execute([quick, slow, finished], "ray", data_root=tmp_path, store_path=tmp_path / "state.sqlite",
                      fake_gpus=True, follow=lambda u: plans.get(u.name, []), on_event=events.append)
     assert not report.failed and sorted(report.done) == sorted(
         f"standin:{n}" for n in ("quick", "slow", "m-quick", "m-slow", "m-base", "m-done"))
@@ -141,7 +141,7 @@ def test_real_measurement_units_give_the_local_executors_tables(ray_local, tiny_
         root = roots[engine] = tmp_path / engine
         shutil.copytree(template, root)
         opts = {"fake_gpus": True} if engine == "ray" else {}
-        report = execute(units, engine, data_root=root, ledger_path=tmp_path / f"{engine}.sqlite", **opts)
+        report = execute(units, engine, data_root=root, store_path=tmp_path / f"{engine}.sqlite", **opts)
         assert not report.failed and sorted(report.done) == sorted(u.key for u in units)
         assert all(u.done(root) for u in units)
     parts = sorted(p.relative_to(roots["ray"]) for p in roots["ray"].rglob("*.parquet"))
@@ -163,10 +163,10 @@ def test_a_real_training_unit_runs_as_a_ray_task_and_is_then_complete(ray_local,
     shutil.copytree(tiny_run[0] / "models", root / "models")   # the tiny model, built once for the module
     unit = TrainUnit("kl_cov", "tiny", overrides=(*tiny_overrides(), "train.max_steps=1", "train.save_steps=1",
                                                   "train.per_device_batch=8"))
-    report = execute([unit], "ray", data_root=root, ledger_path=tmp_path / "ledger.sqlite", fake_gpus=True)
+    report = execute([unit], "ray", data_root=root, store_path=tmp_path / "state.sqlite", fake_gpus=True)
     assert report.done == [unit.key] and not report.failed and unit.done(root)
     summary = json.loads((unit.output(root) / "summary.json").read_text())
     assert summary["method"] == "kl_cov" and summary["global_step"] == 1
     assert Path(summary["final_adapter"]).name == "checkpoint-1"
-    again = execute([unit], "ray", data_root=root, ledger_path=tmp_path / "ledger.sqlite", fake_gpus=True)
+    again = execute([unit], "ray", data_root=root, store_path=tmp_path / "state.sqlite", fake_gpus=True)
     assert again.skipped == [unit.key] and again.done == []

@@ -1,7 +1,7 @@
 """Failure injection on a real multi-node Ray cluster (ray.cluster_utils.Cluster: a head and two worker
 nodes of four fake GPUs each, `train` and `infer` slots): one worker node is removed while it runs units
 and one task's worker process is killed. The study still completes, every output is identical to a
-clean run's, and the retries show in the driver's log and ledger."""
+clean run's, and the retries show in the driver's log and its unit records (the state store)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from orchestrate.executors import execute
-from orchestrate.executors.ledger import Ledger
+from rcea.state import Store
 from tests.cluster.standin import StandIn, expected
 
 ray = pytest.importorskip("ray", reason="the Ray tests run in the tools environment (lockfiles/tools.txt)")
@@ -41,7 +41,7 @@ def cluster():
 
 def test_node_loss_and_a_killed_task_still_complete_the_study(cluster, tmp_path):
     clean = tmp_path / "clean"
-    assert not execute(UNITS, "local", data_root=clean, ledger_path=tmp_path / "clean.sqlite",
+    assert not execute(UNITS, "local", data_root=clean, store_path=tmp_path / "clean.sqlite",
                        parallel={"infer": 4, "train": 2}).failed
 
     faulty, lines, injected = tmp_path / "faulty", [], {}
@@ -61,15 +61,15 @@ def test_node_loss_and_a_killed_task_still_complete_the_study(cluster, tmp_path)
             injected["killed"] = event["keys"][0]
             os.kill(event["pid"], signal.SIGKILL)
 
-    report = execute(UNITS, "ray", data_root=faulty, ledger_path=tmp_path / "faulty.sqlite", fake_gpus=True,
+    report = execute(UNITS, "ray", data_root=faulty, store_path=tmp_path / "faulty.sqlite", fake_gpus=True,
                      max_retries=3, log=lines.append, on_event=inject)
     assert {"removed", "killed"} <= set(injected), injected
     assert report.failed == {} and sorted(report.done) == sorted(u.key for u in UNITS)
     for u in UNITS:   # identical to the clean run, and to what the unit's spec says
         assert u.output(faulty).read_bytes() == u.output(clean).read_bytes()
         assert u.output(faulty).read_text() == expected(u.name)
-    led = Ledger(tmp_path / "faulty.sqlite")
-    retried = {u.key for u in UNITS if led.state(u.key)["attempts"] > 1}
+    records = Store(tmp_path / "faulty.sqlite")
+    retried = {u.key for u in UNITS if records.state(u.key)["attempts"] > 1}
     assert injected["killed"] in retried and injected["removed"][1] in retried
     logged = {ln.split()[1].rstrip(":,") for ln in lines if ln.startswith("[retry]")}
     assert retried <= logged and report.retries >= 2

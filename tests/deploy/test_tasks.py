@@ -68,8 +68,8 @@ EXPECTED = [  # (task, kwargs, exact command lines)
      ["env RCEA_SCALE=3b NUM_WORKERS=8 docker compose up -d infer-workers"]),
     ("workers", {"scale": "7b", "num_workers": 3},
      ["env RCEA_SCALE=7b NUM_WORKERS=3 docker compose up -d infer-workers"]),
-    ("status", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer status --scale tiny"]),
-    ("status", {"scale": "7b"}, ["docker compose run --rm infer-cli python -m infer status --scale 7b"]),
+    ("status", {"scale": "tiny"}, [".envs/tools/bin/python -m rcea.status --scale tiny"]),
+    ("status", {"scale": "7b"}, [".envs/tools/bin/python -m rcea.status --scale 7b"]),   # the host's data folder
     ("judge", {"scale": "tiny"}, [f"{LOCAL['infer']} -m infer.labels validity --scale tiny"]),
     ("judge", {"scale": "3b"}, ["env RCEA_SCALE=3b docker compose --profile judge up -d --wait judge",
                                 "docker compose run --rm infer-cli python -m infer.labels validity --scale 3b"]),

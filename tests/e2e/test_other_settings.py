@@ -31,7 +31,7 @@ def test_a_run_of_other_settings_trains_instead_of_reusing_the_quick_run(demo, t
     monkeypatch.setenv("RCEA_OVERRIDES", ";".join([*QUICK_OVERRIDES, "train.max_steps=6"]))   # other settings
     other = TrainUnit("grpo", "tiny")
     assert other.key != quick.key and not other.done(data)
-    report = execute([other], "local", data_root=data, ledger_path=tmp_path / "ledger.sqlite")
+    report = execute([other], "local", data_root=data, store_path=tmp_path / "state.sqlite")
     assert report.done == [other.key] and not report.skipped and not report.failed
     summary = json.loads((other.output(data) / "summary.json").read_text())
     assert summary["global_step"] == 6 and summary["config_hash"] == other.config_hash != quick_summary["config_hash"]
@@ -39,6 +39,6 @@ def test_a_run_of_other_settings_trains_instead_of_reusing_the_quick_run(demo, t
     assert json.loads((kept / "summary.json").read_text()) == quick_summary   # the quick run, kept whole
 
     monkeypatch.setenv("RCEA_OVERRIDES", ";".join(QUICK_OVERRIDES))
-    again = execute([TrainUnit("grpo", "tiny")], "local", data_root=data, ledger_path=tmp_path / "ledger.sqlite")
+    again = execute([TrainUnit("grpo", "tiny")], "local", data_root=data, store_path=tmp_path / "state.sqlite")
     assert again.done == [quick.key] and not again.failed   # ran: the quick run came back, reused as it was
     assert json.loads((quick.output(data) / "summary.json").read_text()) == quick_summary

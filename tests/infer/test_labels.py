@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -127,10 +126,11 @@ def test_enqueue_base_plans_the_untrained_policy_only(tmp_path, monkeypatch):
     assert sorted(j["key"] for j in jobs) == ["greedy:base-0", "passk:base-0", "probe:base-0"]
     r = _infer(["enqueue", "--scale", "3b", "--method", "base", "--what", "probe"], tmp_path)
     assert r.returncode == 0, r.stderr
-    with sqlite3.connect(tmp_path / "state" / "3b.sqlite") as con:
-        assert [k for (k,) in con.execute("SELECT key FROM jobs")] == ["probe:base-0"]
+    from infer.queue import Queue
+
+    assert [j["key"] for j in Queue(tmp_path / "state" / "3b.sqlite").jobs()] == ["probe:base-0"]
     r = _infer(["status", "--scale", "3b", "--check"], tmp_path)
-    assert r.returncode == 3 and "not every job is done" in r.stderr  # pending: the study must not go on
+    assert r.returncode == 3 and "1 job(s) lack complete table parts (probe:base-0" in r.stderr  # the study stops
 
 
 def test_enqueue_without_checkpoints_leaves_no_empty_queue(tmp_path):

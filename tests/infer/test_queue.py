@@ -1,4 +1,4 @@
-"""The SQLite job queue and the worker loop, with fake jobs (no model)."""
+"""The job queue (the pull side of the state store, rcea.state) and the worker loop, with fake jobs (no model)."""
 
 import json
 import threading
@@ -164,16 +164,16 @@ def test_a_live_or_remote_holder_keeps_its_lease_and_the_wait_is_reported(tmp_pa
 def test_a_full_disk_is_reported_as_itself_and_the_queue_stays_usable(tmp_path):
     """SQLite rolls a transaction back itself on SQLITE_FULL; the queue must not then hide the disk-full
     error behind "cannot rollback - no transaction is active". A full disk is simulated with a page limit."""
-    import sqlite3
-
     import pytest
+
+    from rcea.state import OperationalError
 
     q = Queue(tmp_path / "q.sqlite")
     q.enqueue("small", "probe", {"x": 1})
     db = q._conn()
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     db.execute(f"PRAGMA max_page_count={pages + 1}")
-    with pytest.raises(sqlite3.OperationalError, match="full"):
+    with pytest.raises(OperationalError, match="full"):
         for i in range(50):
             q.enqueue(f"big{i}", "probe", {"x": "a" * 20000})
     assert not db.in_transaction
@@ -281,31 +281,31 @@ def test_a_damaged_queue_is_moved_aside_and_rebuilt_in_one_line(tmp_path, capsys
 
 
 def test_damage_found_while_in_use_names_the_file_and_the_fix(tmp_path):
-    from infer.queue import QueueDamaged
+    from rcea.state import StoreDamaged
 
     path = tmp_path / "queue.sqlite"
     q = Queue(path)
     q.enqueue("a", "greedy", {})
     q._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     q._conn().close()
-    q._local.db = None
+    q.store._local.db = None
     with open(path, "r+b") as fh:
         fh.write(b"\xff" * 100)
-    with pytest.raises(QueueDamaged, match=r"queue\.sqlite is damaged .*remove it .*rerun the same command"):
+    with pytest.raises(StoreDamaged, match=r"queue\.sqlite is damaged .*remove it .*rerun the same command"):
         q.claim("w")
 
 
 def test_the_worker_command_says_a_queue_damaged_while_it_ran_in_one_line(tmp_path, monkeypatch, capsys):
     import infer.worker
     from infer.__main__ import main
-    from infer.queue import QueueDamaged
+    from rcea.state import StoreDamaged
     from rcea.layout import state_path
 
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     Queue(state_path("tiny", tmp_path)).enqueue("a", "greedy", {})
 
     def damaged(q, *args, **kwargs):
-        raise QueueDamaged(q.path, "file is not a database")
+        raise StoreDamaged(q.path, "file is not a database")
 
     monkeypatch.setattr(infer.worker, "run_worker", damaged)
     assert main(["worker", "--scale", "tiny", "--until-empty"]) == 1
@@ -429,3 +429,44 @@ def test_infer_hold_orphaned_by_a_killed_driver_closes_the_queue_quietly(tmp_pat
         assert not Queue(state_path("tiny", tmp_path)).is_open()
     finally:
         hold.kill()
+
+
+def _complete_parts(job: dict, root) -> None:
+    """Write `job`'s table parts, complete and under its settings, as a worker (of any run) finishes them."""
+    from orchestrate.units import MeasureUnit
+    from rcea.store import write_manifest
+
+    unit = MeasureUnit.from_job({**job, "payload": json.loads(job["payload"])})
+    for part in unit.outputs(root):
+        part.parent.mkdir(parents=True, exist_ok=True)
+        part.write_bytes(b"part")
+        write_manifest(part, config_hash=unit.payload["config_hash"])
+
+
+def test_a_failed_job_whose_parts_were_completed_later_is_done_and_the_check_passes(tmp_path, monkeypatch, capsys):
+    """Issue 39: the store never contradicts the files. A job marked failed whose table parts were completed
+    later (by another run) stayed failed, and the workers stage's check (`status --check`) exited 3 over complete
+    files. Now the check decides from the files, and status and enqueue mark such a job done."""
+    from infer.__main__ import main
+    from rcea.layout import state_path
+
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
+    assert main(["enqueue", "--scale", "tiny", "--method", "base"]) == 0
+    q = Queue(state_path("tiny"))
+    while (job := q.claim("w")) is not None:                    # every job failed, as its worker reported
+        q.finish(job.id, "w", error="RuntimeError: CUDA error: an illegal memory access")
+    first, second, *rest = q.jobs()
+    assert main(["status", "--scale", "tiny", "--check"]) == 3   # failed, no files: the study must not go on
+    for job in [second, *rest]:
+        _complete_parts(job, tmp_path)                           # completed later, all but `first`
+    capsys.readouterr()
+    assert main(["status", "--scale", "tiny", "--check"]) == 3   # `first` still lacks its parts
+    out, err = capsys.readouterr()
+    assert f"{len(rest) + 1} job(s) marked done" in out and f"lack complete table parts ({first['key']};" in err
+    assert {j["key"]: j["state"] for j in q.jobs()} == {first["key"]: "failed", **{j["key"]: "done" for j in [second, *rest]}}
+    _complete_parts(first, tmp_path)
+    assert main(["enqueue", "--scale", "tiny", "--method", "base"]) == 0   # the enqueue path decides the same way
+    assert f"complete {first['key']}  (its table parts are complete: marked done)" in capsys.readouterr().out
+    assert {j["state"] for j in q.jobs()} == {"done"} and q.counts()["failed"] == 0
+    assert main(["status", "--scale", "tiny", "--check"]) == 0

@@ -90,7 +90,7 @@ def test_the_local_executor_honours_the_pool(tmp_path):
     (tmp_path / "done").mkdir()
     us = [Timed(f"train:{i}", "train", f"t{i}", 0.3) for i in range(3)] + \
          [Timed(f"infer:{i}", "infer", f"m{i}", 0.3) for i in range(3)]
-    report = execute(us, "local", data_root=tmp_path, ledger_path=tmp_path / "ledger.sqlite", log=lambda *a: None,
+    report = execute(us, "local", data_root=tmp_path, store_path=tmp_path / "state.sqlite", log=lambda *a: None,
                      parallel={"train": 3, "infer": 3, "any": 2}, max_retries=0)
     assert not report.failed and all(u.done(tmp_path) for u in us)
     events = sorted((float(t), kind) for kind, t in (line.split() for line in log.read_text().splitlines()))
