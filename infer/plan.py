@@ -14,6 +14,7 @@ import json
 
 from rcea.config import BASE_METHOD
 from rcea.data import minerva_subset_ids
+from rcea.kinds import resolve
 from rcea.layout import checkpoints_dir, run_dir
 from rcea.paths import data_dir
 from rcea.store import complete_checkpoints
@@ -80,11 +81,11 @@ def outside_base(scale: str, method: str) -> str | None:
 
 def plan_jobs(cfg, scale: str, method: str, what: str, overrides: list[str]) -> list[dict]:
     """One job per (kind, checkpoint it measures); each is {key, kind, payload, cost}, the payload naming the
-    tables the job writes. `what`: one registered kind, or `all` (the kinds of `measure.kinds`). Base-policy
-    jobs are shared by all runs; `method="base"` plans only those (no checkpoints needed). The run's own jobs of
-    an outside run measured over another base name that base's folder (`base_model`: outside_base); its
-    base-policy jobs are the shared ones, over the scale's base."""
-    names = tuple(cfg["measure.kinds"]) if what == "all" else (what,)
+    tables the job writes. `what`: one registered kind, or `all` (`measure.kinds`; its "*": every other kind).
+    Base-policy jobs are shared by all runs; `method="base"` plans only those (no checkpoints needed). The run's
+    own jobs of an outside run measured over another base name that base's folder (`base_model`: outside_base);
+    its base-policy jobs are the shared ones, over the scale's base."""
+    names = resolve(cfg["measure.kinds"], kinds.REGISTRY) if what == "all" else (what,)
     chosen = [kinds.get(name) for name in names]     # an unknown name: one line naming the registered kinds
     ckpts = [] if method == BASE_METHOD else discover(scale, method)   # base: the untrained policy's jobs only
     if not ckpts and method != BASE_METHOD:

@@ -190,16 +190,17 @@ def job_parts(kind: str, payload: dict, root: str | Path | None = None) -> list[
 
 
 def __getattr__(name: str):
-    """`JOB_KINDS`: the measurement job kinds a study plans (configs/base.toml `measure.kinds`, each a module
-    of infer/kinds/), read when first asked for; the orchestration's `--what` choices, which it needs without
-    the inference role's code."""
+    """`JOB_KINDS`: the measurement job kinds a study plans (configs/base.toml `measure.kinds` over the kind
+    modules of infer/kinds/: rcea.kinds.resolve), read when first asked for; the orchestration's `--what`
+    choices, which it needs without the inference role's code."""
     if name == "JOB_KINDS":   # the file itself: rcea.config reaches rcea.store, which imports this module, so
         import tomllib        # going through rcea.config's reader would close an import cycle
 
+        from rcea.kinds import resolve
         from rcea.paths import configs_dir
 
         with (configs_dir() / "base.toml").open("rb") as fh:
-            return tuple(tomllib.load(fh)["measure"]["kinds"]["value"])
+            return resolve(tomllib.load(fh)["measure"]["kinds"]["value"])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 
+from rcea.kinds import resolve
 from train import plan_data as pd
 from train.plan_data import GIB, Shape
 
@@ -80,7 +81,7 @@ def study_jobs(cfg, scale: str, methods) -> dict:
     for method in methods:
         ckpts = [Checkpoint(method, s, adapter_rel(scale, method, s)) for s in range(save, steps + 1, save)]
         p = PlanContext(cfg, scale, method, ckpts, milestones(cfg, ckpts), dense_trace(cfg, ckpts), dict(NOMINAL_SIZES))
-        for name in cfg["measure.kinds"]:
+        for name in resolve(cfg["measure.kinds"], kinds.REGISTRY):
             k = kinds.get(name)
             for ck, extra in k.checkpoints(p):
                 if ck is BASE and (name, "base") in seen:
@@ -118,7 +119,7 @@ def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say, measured: d
                       "then rerun the plan)" if b0 < B and (B * ga) % b0 == 0 else "a smaller train.per_device_batch")
     if base_cfg["train.use_vllm"]:
         stages.append(ev.engine_stage(base_cfg, shape, card, m))
-    for kind in base_cfg["measure.kinds"]:
+    for kind in resolve(base_cfg["measure.kinds"]):
         stages.append(ev.worker_stage(base_cfg, shape, card, kind, m["scorer"], m["jobs"]))
     probe_jobs, _ = m["jobs"].get("probe", (0, 0.0))
     stages.append(ev.judge_stage(base_cfg, card, probe_jobs * base_cfg["probe.n_questions"] * base_cfg["probe.k"]))

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from rcea.config import load_config
+from rcea.kinds import kind_modules, resolve
 from rcea.layout import JOB_KINDS, table_part
 from rcea.schema import TABLES
 from rcea.store import read_table
@@ -22,9 +23,10 @@ from tests.infer.test_plan import _fake_run   # complete checkpoint folders of a
 def test_every_kind_declares_its_outputs_settings_runner_and_cost(tmp_path, monkeypatch):
     monkeypatch.setenv("RCEA_DATA", str(tmp_path))
     cfg = load_config("3b")
-    # one list of names: the registry, the setting the orchestration reads and the plan's `--what` choices
-    assert tuple(kinds.REGISTRY) == JOB_KINDS == tuple(cfg["measure.kinds"]) == ("greedy", "passk", "probe",
-                                                                                  "covariance")
+    # one list of names: the registry, the modules the orchestration finds (in the setting's order) and the
+    # plan's `--what` choices; the setting's "*" stands for every other kind module
+    assert tuple(kinds.REGISTRY) == JOB_KINDS == ("greedy", "passk", "probe", "covariance")
+    assert cfg["measure.kinds"][-1] == "*" and set(kind_modules()) == set(JOB_KINDS)
     for kind in kinds.REGISTRY.values():
         assert callable(kind.run) and callable(kind.checkpoints) and callable(kind.cost)
         assert set(kind.tables) <= set(TABLES) | {"questions"}      # schema tables (and the probe's questions)
@@ -86,6 +88,16 @@ def test_a_kind_added_through_the_registry_alone_is_planned_run_and_checked(tmp_
     assert unit.done(tmp_path)
     assert read_table(tmp_path / "infer" / "3b" / "tables" / "passk")["step"].tolist() == [100]
     assert jobs.run_job(line["payload"], Ctx(), lambda *a: None) == {"skipped": "outputs already complete"}
+
+
+def test_the_kind_list_is_the_setting_over_the_modules_found():
+    """`measure.kinds` orders and chooses the kind modules: named ones in its order, "*" every other by name."""
+    found = ("covariance", "greedy", "lengths", "passk", "probe")
+    assert resolve(["greedy", "passk", "probe", "covariance", "*"], found) == ("greedy", "passk", "probe",
+                                                                                "covariance", "lengths")
+    assert resolve(["probe", "*", "greedy"], found) == ("probe", "covariance", "lengths", "passk", "greedy")
+    assert resolve(["passk", "greedy"], found) == ("passk", "greedy")          # no "*": only those
+    assert resolve(["*"], ()) == () and resolve(["greedy", "*"], ()) == ("greedy",)   # no infer/ shipped
 
 
 def test_an_unknown_kind_or_a_job_of_other_tables_names_the_fix(tmp_path, monkeypatch):
