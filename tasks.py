@@ -34,7 +34,7 @@ from orchestrate.ops.shell import (
 from rcea.progress import duration
 
 H_SCALE = f"model scale: {', '.join(SCALES)} (tiny runs locally on CPU; 3b/7b in GPU containers)"
-H_METHOD = f"RL objective: {', '.join(METHODS)}"
+H_METHOD = f"RLVR method: {', '.join(METHODS)}"
 H_WORKERS = f"measurement workers 1..{MAX_WORKERS}, processes or one GPU each (default: configs/scales/*.toml)"
 
 
@@ -205,7 +205,7 @@ def test(c, args=""):
 @task(help={"method": H_METHOD, "seeds": "comma-separated training seeds (at least two)",
             "questions": "held-out toy questions to measure on", "k": "samples per question"})
 def seeds(c, method="grpo", seeds="1,2,3", questions=200, k=8):
-    """Run-to-run noise at the tiny scale: one objective trained from the warm start with several seeds.
+    """Run-to-run noise at the tiny scale: one method trained from the warm start with several seeds.
 
     Compares held-out sampled accuracy with the warm start's (writes data/results/tiny/seeds-<method>.md)."""
     choice("method", method, METHODS)
@@ -225,7 +225,7 @@ def warm_start(c, write=False, steps=0):
 def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
     """`invoke study --scale tiny` on CPU, in the toy arithmetic world (--quick: the CI budgets).
 
-    The warm start, each objective from it, every measurement, rule-based judge and modes, audit sample, aggregation;
+    The warm start, each method from it, every measurement, rule-based judge and modes, audit sample, aggregation;
     complete stages are reused on a second run (a run of other settings, e.g. --quick's, is not)."""
     stages = st.study_stages("tiny", parse_methods(methods))
     execute = st.executor(engine, "tiny", parse_methods(methods), address)

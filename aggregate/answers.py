@@ -34,7 +34,7 @@ def _p(x: Any) -> str:
 
 
 def _compared(res: dict) -> list[dict]:
-    """The runs every paper statistic uses: trained, not failed, one of the paper's objectives."""
+    """The runs every paper statistic uses: trained, not failed, one of the paper's methods."""
     return [r for r in res.get("runs", []) if r["method"] != BASE_METHOD and not r.get("failed")
             and not r.get("extension")]
 
@@ -200,7 +200,7 @@ def _pct(x: Any) -> str:
 def answer_lines(res: dict, st: AggregateSettings) -> list[str]:
     """The `## Answers` section: one block per research question."""
     L = ["## Answers at this scale", "",
-         f"Each verdict reads its p value at alpha = {ALPHA:g} over the paper's six objectives (failed runs and "
+         f"Each verdict reads its p value at alpha = {ALPHA:g} over the paper's six methods (failed runs and "
          "extensions left out), at this scale only: a small run answers what its n allows. The settings and "
          "departures that qualify every number follow this section.", ""]
     return L + rq1_lines(res) + rq2_lines(res) + rq3_answer_lines(res, st) + rq4_lines(res)

@@ -195,7 +195,7 @@ def failure_window(rows: list[dict], spe: float, window: tuple[float, float]) ->
     samples the same number of completions, so this is the share of completions). Trained share: the same
     after the filter (``frac_nonzero_var``; 1 by construction for DAPO, the sampled share for every other
     objective). Empty-mask share: mean of ``cov_mask_empty`` over the logged steps (each the mean of its
-    updates' 0/1 flags); None for an objective without a covariance mask.
+    updates' 0/1 flags); None for a method without a covariance mask.
     """
     fresh = [r for r in rows if r.get("fresh_rollout", 1.0) == 1.0]
     lo, hi = window
@@ -307,8 +307,8 @@ def report_lines(res: dict, st) -> list[str]:
               "Sampled: the paper's share, sampled completions whose prompt group has nonzero reward variance (fresh "
               "rollouts, before any filter). Trained: the same share in the batch the update trained on, after "
               "DAPO's dynamic-sampling filter and refill (100% by construction there; equal to the sampled share "
-              "for objectives without a filter). Empty mask: updates (micro-batch losses) whose covariance mask "
-              "selects no token (Clip-Cov; – for objectives without a mask, or logs from before the flag was "
+              "for methods without a filter). Empty mask: updates (micro-batch losses) whose covariance mask "
+              "selects no token (Clip-Cov; – for methods without a mask, or logs from before the flag was "
               "logged). KL-Cov's mask is never empty by construction (it selects k = max(1, ratio x tokens) "
               "tokens of every update), so its cells say so rather than show a measured 0.", "",
               "| Run | steps in window | sampled, window | sampled, run | trained (after filter), window "

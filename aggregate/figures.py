@@ -166,7 +166,7 @@ def draw_ratios(res: dict, st: AggregateSettings):
              + f"\n{scale_name(r['scale'])}" for r in runs]
     ax.set_xticks(x, ticks, fontsize=7)
     notes = (["† failed run (its last endpoint before the onset)"] if any(r.get("failed") for r in runs) else []) \
-        + (["* extension, not one of the paper's objectives"] if any(r.get("extension") for r in runs) else [])
+        + (["* extension, not one of the paper's methods"] if any(r.get("extension") for r in runs) else [])
     ax.set(ylabel="failed / successful token entropy", title="Reward-stratified entropy ratios")
     if notes:
         ax.set_xlabel("; ".join(notes), fontsize=7)
@@ -239,7 +239,7 @@ def padded_limits(values: list[float], margin: float = 0.12, min_span: float = 4
 
 
 def draw_retention(res: dict, st: AggregateSettings):
-    """Mode retention (%) against pass@k (%) per trained nonfailed run of the paper's objectives, one colour
+    """Mode retention (%) against pass@k (%) per trained nonfailed run of the paper's methods, one colour
     per scale, every point labelled; the base policy's retention (100% by construction) as a reference line.
     The legend says which runs n counts (failed runs and extensions are left out of the correlation)."""
     from aggregate.tables import method_name, scale_name
@@ -271,7 +271,7 @@ def draw_retention(res: dict, st: AggregateSettings):
             texts.append(", ".join(names) if len(names) <= 2 else
                          f"{len(names)} runs:\n" + "\n".join(", ".join(names[k:k + 3]) for k in range(0, len(names), 3)))
     if left:
-        ax.plot([], [], ls="none", label="n: the paper's objectives; left out: "
+        ax.plot([], [], ls="none", label="n: the paper's methods; left out: "
                 + ", ".join(f"{method_name(r['method'])}-{scale_name(r['scale'])} "
                             f"({'failed run' if r.get('failed') else 'extension'})" for r in left))
     ax.set_xlim(*padded_limits(xs))

@@ -162,7 +162,7 @@ def rq3_lines(res: dict, st: AggregateSettings) -> list[str]:
         rho = _p4(c.get("spearman")) + (f" (undefined: {c['undefined']})" if c.get("undefined") else "")
         L.append(f"| {sc} | {c['n']} | {rho} | {_p4(pe)} | {_p4(pt)} | {dec} | {flag} |")
     if res.get("extension_runs"):
-        L.append(f"- Over the paper's six objectives only; extension runs ({', '.join(res['extension_runs'])}) "
+        L.append(f"- Over the paper's six methods only; extension runs ({', '.join(res['extension_runs'])}) "
                  "are listed in the tables beside them, not correlated.")
     return L
 

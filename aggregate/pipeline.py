@@ -21,7 +21,7 @@ from aggregate.io import Dataset
 from aggregate.settings import AggregateSettings
 from rcea.config import BASE_METHOD, METHODS
 
-METHOD_ORDER = (BASE_METHOD, *METHODS)  # the untrained policy first, then the objectives in rcea.config's order
+METHOD_ORDER = (BASE_METHOD, *METHODS)  # the untrained policy first, then the methods in rcea.config's order
 
 
 def method_rank(method: str) -> tuple[int, str]:
@@ -118,7 +118,7 @@ def run_aggregation(ds: Dataset, settings: AggregateSettings,
     if ds.has("covariance"):
         trans = [tr for tr in transitions(ds.tables["covariance"]) if tr["method"] != BASE_METHOD]
         ext_trans = [tr for tr in trans if settings.is_extension(tr["method"])]
-        trans = [tr for tr in trans if not settings.is_extension(tr["method"])]  # the paper's fit: six objectives
+        trans = [tr for tr in trans if not settings.is_extension(tr["method"])]  # the paper's fit: six methods
         used = [tr for tr in trans if (tr["scale"], tr["method"]) not in failed]
         fit = {"all_nonfailed": covariance.fit_summary([x["predicted"] for x in used], [x["observed"] for x in used])}
         for sc in sorted({x["scale"] for x in used}):

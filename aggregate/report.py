@@ -201,7 +201,7 @@ def report_md(res: dict, st: AggregateSettings, tables: dict, figures: dict[str,
                          f"median RE {_f(f['median_rel_error'])}")
     ext_fit = res.get("extension_covariance_fit") or {}
     if ext_fit:
-        L += ["", "Extension runs (not among the paper's six objectives), each fitted on its own transitions and "
+        L += ["", "Extension runs (not among the paper's six methods), each fitted on its own transitions and "
               "pooled into none of the fits above (`summary.json` → `extension_covariance_fit`):", ""]
         L += [f"- {k}: n = {f['n']}, sign {_f(f['sign_agreement'])}, Spearman {_f(f['spearman'])}{_why(f)}, "
               f"slope {_f(f['slope'])}, R² {_f(f['r2'])}" for k, f in ext_fit.items()]
@@ -290,7 +290,7 @@ def terminal_summary(res: dict, st: AggregateSettings) -> str:
         k = st.pass_k
         head = (f"{'run (final checkpoint)':<28}{'greedy avg %':>13}{f'pass@{k} %':>11}{'retention %':>13}"
                 f"{'q99 S/F %':>13}")
-        lines += ["", "Per objective (Table 1: greedy accuracy, pass@k, mode retention; Table 2: q99 shares)", head,
+        lines += ["", "Per method (Table 1: greedy accuracy, pass@k, mode retention; Table 2: q99 shares)", head,
                   "-" * len(head)]
         for r in runs:
             q99 = f"{_pct(r.get('q99_share_success'))}/{_pct(r.get('q99_share_failure'))}"

@@ -2,7 +2,7 @@
 fixed-probe checkpoint (the paper: 118,435 and 92,867 from 125 questions), and the initial modes of the frozen
 codebooks before any extension (the paper: 307, one to eight per question, median two).
 
-Counted over the base policy and the paper's six objectives (extensions left out, as from every paper number).
+Counted over the base policy and the paper's six methods (extensions left out, as from every paper number).
 Initial modes are those a codebook held at version 1 (`added_in_version == 1` in
 `semantic/codebooks/<question>.json`, written by infer/codebook.py); a rule labeller (the toy world) writes no
 codebooks, and the count is then said to be unavailable.
@@ -22,7 +22,7 @@ PAPER = {"verifier_accepted": "118,435", "judge_retained": "92,867", "retained_q
 
 def pipeline_counts(samples, settings) -> dict[str, Any]:
     """Verifier-accepted (reward 1) and judge-retained (reward 1, process_valid true) trajectories of the samples
-    table (pyarrow), over the base and paper objectives; `judged` False when process_valid is null throughout."""
+    table (pyarrow), over the base and paper methods; `judged` False when process_valid is null throughout."""
     import pyarrow.compute as pc
 
     methods = pc.cast(samples["method"], "string").to_pylist()
@@ -72,7 +72,7 @@ def pipeline_lines(res: dict) -> list[str]:
     L = ["", "## Semantic pipeline counts (supplement §12; `summary.json` → `pipeline_counts`, `initial_modes`)", ""]
     if not c:
         return L + ["- not available: no samples table."]
-    L += ["Over every fixed-probe checkpoint of the base policy and the paper's six objectives.", "",
+    L += ["Over every fixed-probe checkpoint of the base policy and the paper's six methods.", "",
           "| Count | This study | Paper |", "|---|---|---|",
           f"| verifier-accepted trajectories | {_n(c['verifier_accepted'])} | {PAPER['verifier_accepted']} |",
           f"| judge-retained trajectories | {_n(c['judge_retained'])} | {PAPER['judge_retained']} |",

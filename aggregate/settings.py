@@ -88,7 +88,7 @@ class AggregateSettings:
     failure_window: tuple[float, ...] = _setting("aggregate.failure_window")
     """[S] progress window of the failure-window statistics (the paper's 45-55%, around Clip-Cov-7B's onset)."""
     paper_methods: tuple[str, ...] = _setting("aggregate.paper_methods")
-    """[S] the paper's six objectives: the only trained methods inside a paper statistic; any other
+    """[S] the paper's six methods: the only trained methods inside a paper statistic; any other
     (Archer) is an extension, reported in its own rows (``is_extension``)."""
 
     def replace(self, **changes: Any) -> "AggregateSettings":
@@ -101,7 +101,7 @@ class AggregateSettings:
                      where="aggregate")
 
     def is_extension(self, method: str) -> bool:
-        """A trained method that is not one of the paper's objectives (reported beside them, never pooled)."""
+        """A trained method that is not one of the paper's methods (reported beside them, never pooled)."""
         return method != BASE_METHOD and method not in self.paper_methods
 
     def failure_thresholds(self) -> "FailureThresholds":

@@ -98,7 +98,7 @@ def tableA3(res: dict, st: AggregateSettings) -> Table:
         done = all(tr["step"][-1] >= tr["steps_per_epoch"] for tr in got)
         return "Complete one-epoch trace" if done else "Trace to the last logged step (incomplete epoch)"
 
-    # the fit's transitions: the paper's objectives only, as Table A7 (extension runs are fitted on their own)
+    # the fit's transitions: the paper's methods only, as Table A7 (extension runs are fitted on their own)
     used = [x for x in res.get("transitions", []) if not x["excluded"]]
     ext = [x for x in res.get("extension_transitions", []) if not x["excluded"]]
     fit = (f"{len(used)} adjacent transitions" + (f" (and {len(ext)} of extension runs, fitted apart)" if ext else "")

@@ -15,7 +15,7 @@ import numpy as np
 from aggregate.settings import AggregateSettings
 from rcea.config import BASE_METHOD, METHOD_LABELS
 
-METHOD_NAMES = {BASE_METHOD: "Base", **METHOD_LABELS}  # the untrained policy, then the objectives
+METHOD_NAMES = {BASE_METHOD: "Base", **METHOD_LABELS}  # the untrained policy, then the methods
 BENCH_NAMES = {"aime24": "AIME'24", "aime25": "AIME'25", "math500": "MATH 500", "amc23": "AMC'23", "minerva": "Minerva",
                # the toy world's held-out sums (rcea/toy.py): `toy`, and `toy_wide` (canonical `toywide`, wider operands)
                "toy": "Toy sums (held out)", "toywide": "Toy wide sums (held out)"}
@@ -104,7 +104,7 @@ def _flag(run: dict) -> str:
 
 
 EXT = "‡"
-EXT_NOTE = (f"{EXT} Extension, not one of the paper's six objectives (Archer, from the second seed): reported beside "
+EXT_NOTE = (f"{EXT} Extension, not one of the paper's six methods (Archer, from the second seed): reported beside "
             "the paper's rows, inside no pooled, averaged or correlated paper number.")
 
 
@@ -141,7 +141,7 @@ def table1(res: dict, st: AggregateSettings) -> Table:
     t.marks = rank_marks(t.rows, [r for r in _runs(res)], range(1, len(t.header)))
     if t.marks:
         t.notes.append("Bold and underline mark the best and second-best value of each column "
-                       "within each scale, among the trained rows of the paper's objectives (the base policy is the "
+                       "within each scale, among the trained rows of the paper's methods (the base policy is the "
                        "reference; its retention is 100% by construction; extensions are not ranked); equal printed "
                        "values share a mark, and no mark goes to a column whose values all tie or to a second value that is also the lowest.")
     _extension_note(t, _runs(res))
@@ -150,7 +150,7 @@ def table1(res: dict, st: AggregateSettings) -> Table:
 
 def rank_marks(rows: list[list[str]], runs: list[dict], columns) -> dict[tuple[int, int], str]:
     """Table 1's marks: per scale and column, the rows whose printed value is the highest ("best") or the next
-    distinct value ("second"), among the trained rows of the paper's objectives; a dash is never marked."""
+    distinct value ("second"), among the trained rows of the paper's methods; a dash is never marked."""
     marks: dict[tuple[int, int], str] = {}
     for sc in sorted({r["scale"] for r in runs}):
         idx = [i for i, r in enumerate(runs) if r["scale"] == sc and r["method"] != BASE_METHOD
@@ -268,7 +268,7 @@ def tableA7(res: dict, st: AggregateSettings) -> Table:
         t.notes.append("Excluded (failure detector): " + ", ".join(fit["excluded_runs"]) + ".")
     if res.get("extension_covariance_fit"):
         t.notes.append(f"{EXT} Extension rows: each fitted on that run's own transitions only; the paper's rows "
-                       "above pool the six objectives and never these transitions.")
+                       "above pool the six methods and never these transitions.")
     return t
 
 
@@ -281,7 +281,7 @@ def _fit_row(name: str, f: dict) -> list[str]:
 def tableA8(res: dict, st: AggregateSettings) -> Table:
     t = Table("Table A8",
               "Equal-count rank-budget variant: positive chosen-token covariance mass in the top tokens of each "
-              "reward stratum, macro-averaged over the trained endpoints of the paper's six objectives; Direction = "
+              "reward stratum, macro-averaged over the trained endpoints of the paper's six methods; Direction = "
               "endpoints with failed > successful.",
               ["Upper tokens", "Success mass", "Failure mass", "Gap", "Direction"])
     if "q99" in res.get("unavailable", {}):
@@ -296,7 +296,7 @@ def tableA8(res: dict, st: AggregateSettings) -> Table:
         _budget_rows(t, [r for r in runs if r["method"] == m], st, f" ({method_name(m)} {EXT})")
     if len(paper) < len(runs):
         t.notes.append(f"{EXT} Extension rows average that method's own endpoints; the paper's rows average the "
-                       "six objectives only.")
+                       "six methods only.")
     return t
 
 

@@ -3,7 +3,7 @@
     python -m infer plan --scale tiny --method grpo --what all     one JSON line per job: {key, kind, payload, cost}
     python -m infer run-job --spec-file A.json [--spec-file B.json ...] [--backend auto|hf|vllm]
 
-`plan` is what `enqueue` puts in the SQLite queue, printed instead; an executor (local or Ray) runs each
+`plan` is what `enqueue` puts in the SQLite queue, printed instead; an engine (local or Ray) runs each
 line with `run-job`. `run-job` runs its jobs in one process (the model is loaded once for jobs of the
 same checkpoint), skips a job whose outputs are complete, and exits with
     0   every job done (or already complete)

@@ -1,4 +1,4 @@
-"""Work units: the pure, idempotent pieces of a study that an executor (local or Ray) runs.
+"""Work units: the pure, idempotent pieces of a study that an engine (local or Ray) runs.
 
 A unit is a function of its spec. It writes its outputs under names derived from that spec, atomically
 (temp file + rename) with a manifest last, so `done(data_root)` is "every output's manifest exists" and
@@ -14,7 +14,7 @@ another unit, never "already complete"), a `role` (the environment
 or image that runs it: "train" or "infer"), a `group` (units of one group read the same checkpoint and
 run in one process, so the model is loaded once), `done(data_root)`, and a static
 `command(batch, python, data_root, spec_dir)`: the argv running a batch of its kind in the role's
-interpreter (`role_python`). Anything with these attributes is a unit to the executors (orchestrate/executors).
+interpreter (`role_python`). Anything with these attributes is a unit to the engines (orchestrate/executors).
 Standard library only: the tools environment (the Ray driver) imports it without torch.
 """
 
@@ -48,7 +48,7 @@ def digest(spec) -> str:
 class TrainUnit:
     """One training run. `seed` None keeps the configuration's `train.seed` and the default run folder.
     `launcher` (rcea.launch): "local", a process in the train environment; "compose", the train container of
-    compose.yaml, pinned to the GPU the executor hands it (`gpu_env`: compose.yaml's TRAIN_GPU). Either way
+    compose.yaml, pinned to the GPU the engine hands it (`gpu_env`: compose.yaml's TRAIN_GPU). Either way
     the run folder is in the host's data folder (compose.yaml bind-mounts it), so `done`, `damage` and
     `set_aside` read and move it here at every launcher."""
 
@@ -77,7 +77,7 @@ class TrainUnit:
 
     @property
     def gpu_env(self) -> str:
-        """The variable that pins the unit to the GPU an executor hands it."""
+        """The variable that pins the unit to the GPU an engine hands it."""
         return seam.gpu_variable(self.launcher)
 
     @property
@@ -198,7 +198,7 @@ class MeasureUnit:
     payload: dict = field(hash=False)
     cost: float = 1.0
     role = "infer"
-    launcher = "local"   # a process of the infer environment wherever an executor runs it (a Ray node's own)
+    launcher = "local"   # a process of the infer environment wherever an engine runs it (a Ray node's own)
 
     @classmethod
     def from_job(cls, job: dict) -> "MeasureUnit":

@@ -202,7 +202,7 @@ def complete_checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
 
 def job_complete(kind: str, payload: dict, root: str | Path | None = None) -> bool:
     """The one definition of a finished measurement job: every table part of its kind is complete
-    (rcea.layout.job_parts). The queue's "done" flag and the executors' skip both defer to it."""
+    (rcea.layout.job_parts). The queue's "done" flag and the engines' skip both defer to it."""
     from rcea.layout import job_parts
 
     return all(is_complete(p) and _made_with(p, payload.get("config_hash")) for p in job_parts(kind, payload, root))

@@ -10,8 +10,8 @@ from rcea.config import METHODS, SCALES, ConfigError, check_choice, load_config
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m train", description="Train a LoRA policy with one RLVR objective.")
-    ap.add_argument("--method", required=True, help=f"objective: {', '.join(METHODS)}")
+    ap = argparse.ArgumentParser(prog="python -m train", description="Train a LoRA policy with one RLVR method.")
+    ap.add_argument("--method", required=True, help=f"RLVR method: {', '.join(METHODS)}")
     ap.add_argument("--scale", required=True, help=f"scale: {', '.join(SCALES)} (3b/7b: GPU + train container)")
     ap.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint")
     ap.add_argument("--max-steps", type=int, default=0, help="optimizer steps (0: the config's train.max_steps)")

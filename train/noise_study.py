@@ -1,6 +1,6 @@
 """`python -m train.noise_study`: does RL beat the warm start by more than run-to-run noise? (tiny toy world)
 
-Trains one objective (default GRPO) from the same warm start with several training seeds, then measures
+Trains one method (default GRPO) from the same warm start with several training seeds, then measures
 held-out *sampled* accuracy (temperature 1.0, top-p 1.0, the probe's sampling settings) of the warm start
 and of every final adapter on the same held-out toy questions with the same sampling seed, in this one
 process. Prints and writes (data/results/<scale>/seeds-<method>.{json,md}):
@@ -9,7 +9,7 @@ process. Prints and writes (data/results/<scale>/seeds-<method>.{json,md}):
     the gain (mean - warm start) and gain / sd, plus the evaluation's own binomial standard error.
 
 Each training run goes to data/seeds/<scale>/<method>/seed-<s>-<config hash>/ and is reused when already
-complete, so a rerun only evaluates. The demo's objective runs use `train.seed` from the config; this varies it.
+complete, so a rerun only evaluates. The demo's training runs use `train.seed` from the config; this varies it.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     from rcea.store import atomic_write_json, atomic_write_text
 
     ap = argparse.ArgumentParser(prog="python -m train.noise_study", description=__doc__.splitlines()[0])
-    ap.add_argument("--method", default="grpo", help=f"objective ({', '.join(METHODS)})")
+    ap.add_argument("--method", default="grpo", help=f"RLVR method ({', '.join(METHODS)})")
     ap.add_argument("--scale", default="tiny", help="tiny only (it trains several runs on CPU)")
     ap.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
     ap.add_argument("--questions", type=int, default=200, help="held-out toy questions")

@@ -8,7 +8,7 @@ A `Kind` is everything the study knows about one sort of measurement job:
   budget: the setting of its completion-token budget (the generation engine's context covers the largest);
   checkpoints(p) -> [(Checkpoint, extra payload)]: which checkpoints of a run it measures (`p`: PlanContext);
   cost(p, extra) -> float: its relative cost (about the tokens it generates or scores); the queue and the
-      executors start the costliest jobs first, benchmarks/scheduler.py converts it to time;
+      engines start the costliest jobs first, benchmarks/scheduler.py converts it to time;
   run(payload, cfg, ctx, progress) -> (frames by table, seeds): the runner (the decorated function).
 Standard library only: the registry is data; a runner imports its heavy libraries when it runs.
 """

@@ -6,7 +6,7 @@ torch, pandas or a role package. `tasks.py` only declares the tasks and their he
     commands   pure builders of every command line (local at the tiny scale, Compose at 3b/7b)
     shell      running commands: Invoke's dry run, Docker probes, .env
     lockfiles  how lockfiles/*.txt are compiled (uv pip compile) and the CPU twins' constraints
-    study      the stage list of a whole study and the executor that runs it (study and demo); the engines
+    study      the stage list of a whole study and the engine that runs it (study and demo); the engines
                that run work units are orchestrate/executors (local, ray)
     doctor     the preflight checks of a GPU host
 """

@@ -1,7 +1,7 @@
-"""The whole study as a list of stages, and the executor that runs them (`invoke study`, `invoke demo`).
+"""The whole study as a list of stages, and the engine that runs them (`invoke study`, `invoke demo`).
 
 A study is a plain list of `Stage`s; each stage hands its work (a tuple of `Unit`s, each a sequence of
-argvs run in order) to an executor chosen by name (`EXECUTORS`): `local` runs the commands here, each by the
+argvs run in order) to an engine chosen by name (`EXECUTORS`): `local` runs the commands here, each by the
 scale's launcher (rcea.launch: a local process, or `docker compose` on one GPU host), and the training runs
 as work units (orchestrate.units.TrainUnit) through the local engine (orchestrate/executors/local.py: the
 scale's slots side by side, one per training GPU in a container, a ledger, a log per unit, a retry of a
@@ -148,7 +148,7 @@ def check_endpoints(scale: str, dry: bool = False) -> None:
 
 
 def run_local(c, stage: Stage, log_dir: Path) -> None:
-    """The default executor: the commands run here (by the scale's launcher); a stage whose units are work
+    """The default engine: the commands run here (by the scale's launcher); a stage whose units are work
     units (the training runs) runs them through the local engine, `stage.parallel` at a time (each pinned to
     one of `stage.gpus`, if any), and each one's remaining commands (its run's enqueue) as soon as it is
     complete, while the others still run. A failed unit runs nothing more; the stage stops once the others

@@ -355,7 +355,7 @@ def test_report_shows_sampled_accuracy_against_base_and_the_seed_noise(tmp_path:
 def test_terminal_summary_lists_each_objective_and_the_covariance_fit(tmp_path: Path, tiny, capsys) -> None:
     s, _ = _run(tmp_path, tiny, extra=[a for a in SMALL if a != "--quiet"])
     out = capsys.readouterr().out
-    assert "Per objective (Table 1" in out
+    assert "Per method (Table 1" in out
     for r in s["runs"]:
         row = next(ln for ln in out.splitlines() if ln.startswith(f"{r['scale']}/{r['method']} "))
         cells = row.split()

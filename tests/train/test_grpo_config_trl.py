@@ -1,4 +1,4 @@
-"""The GRPOConfig of every objective at 3b and 7b validates in the real TRL 0.29.0 (this environment's)."""
+"""The GRPOConfig of every method at 3b and 7b validates in the real TRL 0.29.0 (this environment's)."""
 
 import os
 from importlib import metadata
