@@ -1,9 +1,9 @@
 """`python -m benchmarks.scheduler`: the 3b study's order of work on one host with 8 GPUs, through the real
-local executor (orchestrate.executors.execute: batching per checkpoint, the unit records, per-role slots, `follow`),
+local engine (orchestrate.executors.execute: batching per checkpoint, the unit records, per-role slots, `follow`),
 with stand-in units that sleep for their cost. No GPU, no model: only the scheduler is measured.
 
 Units: the 3b study's seven training runs and the measurement jobs `infer.plan.plan_jobs` plans for each
-(fake complete checkpoints every 50 steps of a 4,000-step run), grouped per checkpoint as the executor groups
+(fake complete checkpoints every 50 steps of a 4,000-step run), grouped per checkpoint as the engine groups
 them (one process per checkpoint; its jobs one after another). Weights: a measurement job's cost is its
 kind's (infer/kinds/: about the tokens it generates or scores, sampling plus scoring weighing 3 per token, as
 the probe's); a training run weighs `--train-weight` x max_steps x (per_device_batch x grad_accum) x
@@ -16,7 +16,7 @@ start-up are left out. GPU busy share: the stand-ins' sleep time over 8 x the ma
         from the start) on the other 7 as soon as it has finished (`execute(..., follow=...)`); what both
         engines now do (the default one through the queue held open during training: orchestrate/ops/background.py)
     (c) several training GPUs: k runs side by side on k GPUs, the measurements following on the other 8 - k
-    (d) elastic: one pool of 8 GPUs (the executor's `parallel["any"]`); training runs start first, one per free
+    (d) elastic: one pool of 8 GPUs (the engine's `parallel["any"]`); training runs start first, one per free
         GPU, and any GPU that no training run is left to take runs measurement batches (the base policy's from
         the start, each run's as soon as it has finished), the training GPUs included
 
@@ -135,7 +135,7 @@ def _execute(units_, root: Path, parallel: dict, follow=None) -> None:
 
 
 def ideal(batches_, parallel: dict, follow=None) -> float:
-    """The makespan of the same order if scheduling cost nothing: the local executor's rule (start every waiting
+    """The makespan of the same order if scheduling cost nothing: the local engine's rule (start every waiting
     batch, in order, whose role has a free slot; a finished batch's followers join the end of the line)
     replayed with the sleeps as durations."""
     from orchestrate.units import batches
@@ -170,7 +170,7 @@ def lower_bound(train, runs, base) -> float:
 
 
 def scenario(name: str, train, runs, base, train_gpus: int, follow: bool, elastic: bool = False) -> dict:
-    """Run one order of the study's units through the executor; returns its makespan, the ideal one (no
+    """Run one order of the study's units through the engine; returns its makespan, the ideal one (no
     scheduling cost) and the GPU busy share (the units' GPU time over 8 x the makespan)."""
     from orchestrate.units import batches
 
