@@ -154,7 +154,7 @@ CONTAINER_DATA = "data"          # compose.yaml: the host's $RCEA_DATA at /works
 CONTAINER_RESULTS = "results"    # and the host's $RCEA_RESULTS at /workspace/results
 SERVICE_OF = {"train": "train", "infer": "infer-cli", "aggregate": "aggregate"}   # one-off commands per role
 WORKERS_GROUP = "infer-workers"  # compose.yaml: brings infer-worker-0..NUM_WORKERS-1, follows the queue
-# The variable pinning a unit to the host GPU an executor hands it: CUDA's own for a local process, compose.yaml's
+# The variable pinning a unit to the host GPU an engine hands it: CUDA's own for a local process, compose.yaml's
 # TRAIN_GPU (the train service's device reservation) for a container.
 GPU_VARIABLE = {"local": "CUDA_VISIBLE_DEVICES", "compose": "TRAIN_GPU"}
 # Exit statuses of a unit killed from outside that a retry may cure. A local process killed by a signal has a
