@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rcea import layout
+from rcea.config import METHOD_LABELS
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "docs" / "measurements"
@@ -296,8 +297,7 @@ def _demo_body(r: dict) -> list[str]:
             f"{s['stage']} {_minutes(s['seconds'])}" for s in r["stages"]) + ".")
     res = r.get("results")
     if res:
-        names = {"grpo": "GRPO", "dapo": "DAPO", "clip_cov": "Clip-Cov", "kl_cov": "KL-Cov", "ep_grpo": "EP-GRPO",
-                 "gtpo": "GTPO", "archer": "Archer"}
+        names = METHOD_LABELS   # configs/objectives.toml's sections and labels
 
         def each(d, fmt="{}"):  # in the paper's order, then any other method
             order = sorted(d, key=lambda m: (list(names).index(m) if m in names else len(names), m))

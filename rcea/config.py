@@ -1,9 +1,11 @@
 """Experiment configuration: typed, validated on load, tagged stated / reconstructed / chosen.
 
 Sources, in order (later wins): `configs/base.toml` (every setting with its status and doc),
-`configs/objectives.toml` (per-objective settings, read as `objectives.<method>.<name>`),
+`configs/objectives.toml` (per-objective settings, read as `objectives.<method>.<name>`; its sections are the
+methods, `METHODS`, each with its `label`),
 `configs/scales/<scale>.toml` (plain values), then the `RCEA_OVERRIDES` environment variable
-(`;`-separated, shared by every process of one pipeline run), then `--override section.key=value` strings.
+(`;`-separated, shared by every process of one pipeline run; `overlay(name)` turns configs/overlays/<name>.toml
+into such strings), then `--override section.key=value` strings.
 A key that is not in the base files, a value of the wrong type, or an unknown method or scale stops
 the load with a message naming the valid choices. `Config.write(run_dir)` copies the source files
 verbatim and the resolved values into a run folder.
@@ -24,11 +26,8 @@ from rcea.choices import choice_problem  # settings with a fixed set of valid va
 from rcea.paths import configs_dir
 from rcea.ranges import RANGES, out_of_range, range_rule  # noqa: F401  (re-exported: their home was here)
 
-# The method list, once: each objective's name and how tables print it, in the paper's order.
-METHOD_LABELS = {"grpo": "GRPO", "dapo": "DAPO", "clip_cov": "Clip-Cov", "kl_cov": "KL-Cov", "ep_grpo": "EP-GRPO",
-                 "gtpo": "GTPO", "archer": "Archer"}
-METHODS = tuple(METHOD_LABELS)
 BASE_METHOD = "base"  # the `method` of the untrained policy in job keys and tables (not an objective)
+LABEL = "label"   # the one plain key of a section (objectives.toml), beside its { value, status, doc } settings
 STATUSES = {"S": "stated in the paper", "E": "the cited source's", "R": "reconstructed", "C": "chosen"}
 
 
@@ -84,6 +83,8 @@ def _read_settings(path: Path, prefix: str = "") -> dict[str, Setting]:
     def walk(table: dict, where: str) -> None:
         for key, item in table.items():
             name = f"{where}.{key}" if where else key
+            if key == LABEL and where and "." not in where and isinstance(item, str):
+                continue   # a section's name for people (objectives.toml: how tables print the method)
             if isinstance(item, dict) and "value" in item and "status" in item:
                 if item["status"] not in STATUSES:
                     raise ConfigError(f"{path.name}: {name} has status {item['status']!r}; use one of {', '.join(STATUSES)}")
@@ -119,6 +120,28 @@ def _scale_names() -> tuple[str, ...]:
 SCALES = _scale_names()
 
 
+def _method_labels(cdir: Path) -> dict[str, str]:
+    """{method: label}: one per section of configs/objectives.toml, in its order (the paper's), each with its
+    `label`, so adding a method is its section there plus its module in train/objectives/ (which checks the two
+    agree). The label is how tables and figures print the method, not a setting."""
+    out = {}
+    for name, section in read_toml(cdir / "objectives.toml").items():
+        label = section.get(LABEL) if isinstance(section, dict) else None
+        if not isinstance(label, str) or not label.strip():
+            raise ConfigError(f"configs/objectives.toml [{name}] has no {LABEL}; add {LABEL} = \"<how tables print "
+                              "the method>\" at the top of the section")
+        if name == BASE_METHOD:
+            raise ConfigError(f"configs/objectives.toml [{name}]: {name!r} names the untrained policy; rename the "
+                              "section")
+        out[name] = label
+    return out
+
+
+# The method list, once: each objective's name and how tables print it, in the paper's order.
+METHOD_LABELS = _method_labels(configs_dir())
+METHODS = tuple(METHOD_LABELS)
+
+
 def toml_value(v) -> str:
     """A setting's value as an override's right-hand side (TOML: strings quoted, inline tables and arrays)."""
     if isinstance(v, bool):
@@ -140,6 +163,23 @@ def parse_override(text: str) -> tuple[str, Any]:
     except tomllib.TOMLDecodeError:
         value = raw
     return key, value
+
+
+def overlay(name: str, root: str | Path | None = None) -> tuple[str, ...]:
+    """configs/overlays/<name>.toml (plain values, as in a scale file) as `section.key=value` overrides, in the
+    file's order: a named set of changes, e.g. `quick`, the shortened demo's budgets, shared with every process
+    through RCEA_OVERRIDES as if typed. A key that is not a setting names the file and the valid keys."""
+    cdir = Path(root) if root else configs_dir()
+    path = cdir / "overlays" / f"{name}.toml"
+    if not path.exists():
+        known = sorted(p.stem for p in (cdir / "overlays").glob("*.toml"))
+        raise ConfigError(f"no overlay {name!r}; overlays (configs/overlays/*.toml): {', '.join(known) or 'none'}")
+    settings = {**_base_settings(str(cdir)), **_read_settings(cdir / "objectives.toml", prefix="objectives.")}
+    values = _settings_from_plain(read_toml(path), settings)
+    for key in values:
+        if key not in settings:
+            raise ConfigError(f"{path.name}: " + _unknown_key_message(key, settings))
+    return tuple(f"{key}={toml_value(value)}" for key, value in values.items())
 
 
 def env_overrides() -> list[str]:

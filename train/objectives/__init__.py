@@ -1,4 +1,4 @@
-"""Seven RLVR objectives as pure tensor functions, in an explicit registry (registry.py).
+"""The RLVR objectives as pure tensor functions, in a registry (registry.py): one module each, found here.
 
 Each objective module defines
   its settings record (a frozen dataclass, train/objectives/settings.py; the values: configs/objectives.toml),
@@ -11,19 +11,31 @@ TRL subclass (train/trainer.py) runs them at the two TRL hooks.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
 import torch
 
 from rcea.config import METHODS, Config, objective_defaults
-# Registered in this order (the order error messages list them): the order of rcea.config.METHODS.
-from train.objectives import grpo, dapo, clip_cov, kl_cov, ep_grpo, gtpo, archer  # noqa: F401, I001
 from train.objectives.loss import Normalisers, TokenBatch, objective_loss
 from train.objectives.registry import REGISTRY, Objective, get
 from train.objectives.settings import ObjectiveSettings, SettingsError
 
-if tuple(REGISTRY) != METHODS:  # the method list lives in rcea.config; every method has one objective
-    raise ImportError(f"train.objectives registers {tuple(REGISTRY)} but rcea.config.METHODS is {METHODS}")
+# The objective modules are found, not named: every module of this package but its helpers registers one method.
+HELPERS = ("common", "loss", "registry", "settings")
+MODULES = tuple(m.name for m in pkgutil.iter_modules(__path__) if m.name not in HELPERS and not m.name.startswith("_"))
+for _module in MODULES:
+    importlib.import_module(f"{__name__}.{_module}")
+if set(REGISTRY) != set(METHODS):  # the method list lives in configs/objectives.toml; each has one module here
+    _fix = [f"no module registers {m}: add train/objectives/{m}.py with its register({m!r}, ...)"
+            for m in METHODS if m not in REGISTRY]
+    _fix += [f"{m} has no section: add [{m}] with its label and settings to configs/objectives.toml"
+             for m in REGISTRY if m not in METHODS]
+    raise ImportError("train/objectives/ and configs/objectives.toml disagree: " + "; ".join(_fix))
+_registered = dict(REGISTRY)   # in the method order (configs/objectives.toml), whatever order the modules loaded
+REGISTRY.clear()
+REGISTRY.update((m, _registered[m]) for m in METHODS)
 NAMES = METHODS
 
 __all__ = ["NAMES", "REGISTRY", "Normalisers", "Objective", "ObjectiveSettings", "SettingsError", "TokenBatch",
