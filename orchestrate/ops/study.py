@@ -40,6 +40,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from rcea import layout
+from rcea.config import overlay
 from orchestrate.ops import commands as cmd
 from orchestrate.ops import interrupt
 from orchestrate.ops.background import BACKGROUND
@@ -48,11 +49,9 @@ from rcea.progress import duration
 from orchestrate.ops.shell import ROOT, bind_source, is_dry, run_all, sh
 from orchestrate.units import TrainUnit
 
-# The shortened demo (CI): every stage, smaller budgets. Shared by every stage's process via RCEA_OVERRIDES.
-QUICK_OVERRIDES = ("train.max_steps=4", "train.save_steps=2", "train.per_device_batch=16",
-                   "probe.composition={ toy = 12 }", "probe.n_questions=12", "probe.k=4",
-                   "eval.questions_per_benchmark=12", "passk.questions=6", "passk.n=4",
-                   "aggregate.bootstrap_resamples=200")
+# The shortened demo (CI): every stage, smaller budgets, from configs/overlays/quick.toml. Shared by every stage's
+# process via RCEA_OVERRIDES.
+QUICK_OVERRIDES = overlay("quick")
 
 @dataclass(frozen=True)
 class Unit:
