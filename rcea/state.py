@@ -145,7 +145,11 @@ def rebuild_if_damaged(path: Path, stream=None) -> bool:
     opening it at once move it only once; says so in one line. True when it did."""
     import fcntl
 
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
+    lock_path = path.with_name(path.name + ".lock")
+    new = not lock_path.exists()
+    with open(lock_path, "a") as lock:
+        if new:
+            share_owner(lock_path)   # root's driver first: the containers open this lock too
         fcntl.flock(lock, fcntl.LOCK_EX)
         why = _check(path)
         if not why:
@@ -160,6 +164,18 @@ def rebuild_if_damaged(path: Path, stream=None) -> bool:
           "jobs are enqueued again by the study, and those whose table parts are complete are not run again",
           file=stream or sys.stderr, flush=True)
     return True
+
+
+def read(path: str | Path, sql: str, args=()) -> list[dict]:
+    """A read of an existing store, as dicts, through a connection of its own (nothing is created or written)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no state store at {path}")
+    db = sqlite3.connect(path, timeout=60.0)
+    try:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute(sql, args)]
+    finally:
+        db.close()
 
 
 def share_owner(path: Path) -> None:
@@ -236,12 +252,7 @@ class Store:
 
     def rows(self, sql: str, args=()) -> list[dict]:
         """A read, as dicts (a fresh connection: callable from any thread, before or after `close`)."""
-        db = sqlite3.connect(self.path, timeout=60.0)
-        try:
-            db.row_factory = sqlite3.Row
-            return [dict(r) for r in db.execute(sql, args)]
-        finally:
-            db.close()
+        return read(self.path, sql, args)
 
     def close(self) -> None:
         """Close every connection this store opened (at the end: no thread uses it any more)."""

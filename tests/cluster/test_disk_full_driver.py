@@ -1,14 +1,14 @@
-"""Issue 41 item 2: the study's driver ends a full disk (here the ledger's SQLite error, as a full state folder
+"""Issue 41 item 2: the study's driver ends a full disk (here the state store's SQLite error, as a full state folder
 gives it) in one line naming the folder, the space left and the rerun; on main before this change: a traceback."""
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 
 import invoke
 
 from orchestrate.ops import study
+from rcea.state import OperationalError
 
 
 def test_the_driver_ends_a_full_disk_in_one_line(tmp_path, monkeypatch):
@@ -17,7 +17,7 @@ def test_the_driver_ends_a_full_disk_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "bind_source", lambda *a, **k: None)
 
     def full(c, stage, log_dir):
-        raise sqlite3.OperationalError("database or disk is full")
+        raise OperationalError("database or disk is full")
 
     stages = [study.Stage("train", "train", ())]
     try:

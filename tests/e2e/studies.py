@@ -142,7 +142,7 @@ def ray_study(data: Path, tmp_path: Path, seed: int = 7) -> tuple[Path, KilledSt
     # /tmp/ray/ray_current_cluster, which tests/cluster's three-node cluster writes while it runs (scripts/test
     # runs that area beside this one).
     env = dict(os.environ, RCEA_DATA=str(ray_data), RCEA_RESULTS=str(tmp_path / "results"),
-               RCEA_LEDGER=str(tmp_path / "ledger.sqlite"), RAY_ADDRESS="local")
+               RCEA_STATE=str(tmp_path / "state.sqlite"), RAY_ADDRESS="local")
     env.pop("RCEA_OVERRIDES", None)
     cmd = [str(ROOT / "scripts" / "run"), "demo", "--quick", "--methods", ",".join(METHODS), "--engine", "ray"]
     return ray_data, killed_and_rerun(cmd, env, ray_data, RAY_KILLS, seed)
@@ -245,7 +245,7 @@ def rehearsal_env(project: str, results: Path, host: Path | None = None) -> dict
     container at /workspace/data (one view of the data), so the rehearsal writes nothing into the checkout's
     ./data."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k not in (
-        "RCEA_DATA", "RCEA_LEDGER", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS", "JUDGE_MODEL", "JUDGE_ARGS",
+        "RCEA_DATA", "RCEA_STATE", "RCEA_LEDGER", "RCEA_OVERRIDES", "RCEA_SCALE", "NUM_WORKERS", "JUDGE_MODEL", "JUDGE_ARGS",
         "UID", "GID") and not k.startswith("INFER_GPU")}
     own = {"RCEA_DATA": str(host)} if host else {}
     return dict(env, COMPOSE_FILE=CPU_FILES, COMPOSE_PROJECT_NAME=project, RCEA_RESULTS=str(results),

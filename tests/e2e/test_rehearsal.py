@@ -139,15 +139,16 @@ def check_rehearsal(r: Rehearsal) -> None:
     assert "[train] resuming from /workspace/data/train/3b/grpo/checkpoints/checkpoint-" in parts[retry + 1], \
         parts[retry + 1][-3000:]
     # the measurement workers ran while the run trained (issue 28): started with the train stage, they claimed the
-    # base policy's jobs before the training unit finished (the ledger's time of its completion). One store
-    # (issue 28): the driver's ledger and the workers' queue are one file, the host's state folder that every
-    # container mounts at data/state
-    import sqlite3
+    # base policy's jobs before the training unit finished (its unit record's time of completion). One store
+    # (issue 28): the engine's unit records and the workers' queue are one file, the host's state folder that
+    # every container mounts at data/state (rcea.state)
+    from rcea.state import read
 
     assert sorted(p.name for p in (r.host / "state").glob("*.sqlite")) == ["3b.sqlite"]
-    with sqlite3.connect(r.host / "state" / "3b.sqlite") as db:
-        (trained,) = db.execute("SELECT updated FROM units WHERE key LIKE 'train:3b:grpo:%' AND state='done'").fetchone()
-        starts = sorted(t for (t,) in db.execute("SELECT started FROM jobs WHERE state='done'"))
+    store = r.host / "state" / "3b.sqlite"
+    (trained,) = [u["updated"] for u in read(store, "SELECT updated FROM units WHERE key LIKE 'train:3b:grpo:%' "
+                                                   "AND state='done'")]
+    starts = sorted(j["started"] for j in read(store, "SELECT started FROM jobs WHERE state='done'"))
     assert starts and r.started < starts[0] < trained, (r.started, starts[:3], trained)
     # one view of the data: the train container's run folder is the host's, the containers' user's (the study
     # ran as root here), complete, and the driver judges it done as it does a local run's
