@@ -9,9 +9,9 @@
                                                 TRAINER_STATE, the objective trainer's own state
         steps.jsonl, tb/                        per-step log, TensorBoard mirror
     seeds/<scale>/<method>/                     the run-to-run noise runs (train.noise_study)
-    state/<scale>.sqlite                        the study's one state store: its measurement jobs (the queue:
-                                                infer.queue) and its units' attempts (the ledger:
-                                                orchestrate.executors.ledger); under Compose this folder
+    state/<scale>.sqlite                        the study's one state store (rcea.state): its measurement jobs
+                                                (the queue: infer.queue) and its units' records (attempts,
+                                                times, errors); under Compose this folder
                                                 is the host's, bind-mounted into every container
     infer/<scale>/tables/<table>/<part>.parquet the sample schema (rcea/schema.py), one part per job
     infer/<scale>/semantic/                     validity and mode labels, judge_calibration.json;
@@ -117,7 +117,8 @@ def infer_dir(scale: str, root: str | Path | None = None) -> Path:
 
 
 def state_path(scale: str, root: str | Path | None = None) -> Path:
-    """The study's one state store (SQLite): the queue's jobs and the ledger's units, in one file per scale."""
+    """The study's one state store (SQLite, rcea.state): the queue's jobs and the unit records, one file per
+    scale (the local engine's; a Ray study's is on the driver's disk: rcea.state.driver_path)."""
     return _root(root) / "state" / f"{scale}.sqlite"
 
 

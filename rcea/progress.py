@@ -5,7 +5,7 @@
 Plain lines where output goes to a log, a pipe or a container (`docker compose logs` keeps them readable);
 on a terminal, a tqdm bar when tqdm is installed in that environment (it is locked in train, infer and
 aggregate). Durations read `12s`, `4m 10s`, `1h 05m` everywhere: training steps, the warm start, the
-measurement jobs, the study's stages and the Ray ledger.
+measurement jobs, the study's stages and the engines' progress line.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A study is a plain list of `Stage`s; each stage hands its work (a tuple of `Unit
 argvs run in order) to an engine chosen by name (`EXECUTORS`): `local` runs the commands here, each by the
 scale's launcher (rcea.launch: a local process, or `docker compose` on one GPU host), and the training runs
 as work units (orchestrate.units.TrainUnit) through the local engine (orchestrate/executors/local.py: the
-scale's slots side by side, one per training GPU in a container, a ledger, a log per unit, a retry of a
+scale's slots side by side, one per training GPU in a container, unit records, a log per unit, a retry of a
 transient exit, the other runs going on past a failed one, named at the end);
 `ray` runs the train and workers stages as Ray work units on a cluster (orchestrate/executors/ray_stage.py; a
 local Ray without an address) and the rest here. Stages:
@@ -247,7 +247,7 @@ def run_study(c, stages: list[Stage], execute=run_local, log_dir: Path | None = 
             for i, stage in enumerate(stages, 1):
                 print(banner(i, stages, time.monotonic() - t0), flush=True)
                 execute(c, stage, log_dir)
-        except Exception as exc:   # a full disk (the ledger's SQLite, a unit that could not write): one line
+        except Exception as exc:   # a full disk (the state store's SQLite, a unit that could not write): one line
             from rcea.diskfull import cause
 
             full = cause(exc, [ROOT / cmd.host_data(scale), ROOT / cmd.results_dir(scale)])
