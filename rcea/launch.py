@@ -9,9 +9,17 @@ here, read once per scale, never a comparison with a scale's name:
     device        "cpu" or "gpu": what a unit of each role occupies (a Ray task asks for a GPU on "gpu")
     slots         units of each role side by side on one host ({train = N, infer = M})
     workers       measurement workers started when --num-workers is not given (and $NUM_WORKERS is unset)
-    train_gpus    the host GPUs training containers are pinned to, one run per GPU side by side (none on CPU)
-    infer_gpus    the host GPUs of a study's measurement workers, one worker each, which run while training does
-                  ([] on a GPU device: every GPU of the host's MAX_WORKERS not in train_gpus; none may train)
+    train_gpus    overrides the rule below: the host GPUs training containers are pinned to, one run each
+                  ([]: by the rule; none on CPU)
+    infer_gpus    overrides the rule below: the host GPUs whose measurement workers start with the study, while
+                  training runs ([]: by the rule; none may be in train_gpus)
+
+The rule (`split`, `Launch.placement`): a study's work goes on the host's devices (its GPUs, at most MAX_WORKERS,
+or on CPU `slots.train` cores, more if --num-workers asks) as the cost model orders it (docs/scheduler.md, order
+(d)): training weighs most, so the training runs start first, one per device; the base policy's measurements take
+the devices left; once no training run is left to start, every device that training frees takes a measurement
+worker too (orchestrate/ops/study.py: the local engine's `on_idle`), so the devices busy at once never exceed the
+host's and none idles while work is left.
     judge_server  whether the study starts the judge / codebook model server itself (compose's `judge`)
     data          the host's data folder when $RCEA_DATA is unset (./data)
     results       the host's results folder when $RCEA_RESULTS is unset (./results)
@@ -47,6 +55,37 @@ ROLES = ("train", "infer", "aggregate")   # one image, one environment and one C
 SLOT_ROLES = ("train", "infer")   # the roles whose units hold a device slot (training runs, measurement batches)
 MAX_WORKERS = 8   # compose.yaml's infer-worker-0..7; the same cap for local worker processes
 TINY_MODEL = "tiny"   # model.name of the locally built tiny Qwen2 (rcea.tiny), which runs on CPU at any scale
+
+
+def split(devices, runs: int, most: int | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The rule, on `devices` (GPU indices, or core numbers) for `runs` training runs, at most `most` of them
+    side by side: (the devices that train first, the rest, which measure from the start). Training weighs about
+    85% of a study's GPU work (docs/scheduler.md), so it goes first, one run per device; each device that
+    training frees once no run is left to start then measures (`Launch.placement`'s workers)."""
+    devices = tuple(devices)
+    k = max(0, min(runs, len(devices), len(devices) if most is None else most))
+    return devices[:k], devices[k:]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a study starts its work (`Launch.placement`): `train` the devices of the training runs, `measure`
+    those whose workers start with the study, `workers` the device of each measurement worker in order (worker i
+    on workers[i]): the measuring ones first, then the training ones, which join once training frees them."""
+    train: tuple[int, ...]
+    measure: tuple[int, ...]
+    workers: tuple[int, ...]
+    pins: tuple[int, ...] = ()   # the GPUs the training runs are pinned to, one each (none on CPU)
+    where: str = "a slot"        # a device in words ("GPU {}": formatted with its index)
+    devices: str = "slots"       # the devices in words
+
+    def device(self, d: int) -> str:
+        return self.where.format(d)
+
+    @property
+    def first(self) -> int:
+        """How many workers start with the study (the rest start on devices training frees)."""
+        return len([d for d in self.workers if d in self.measure])
 
 
 @dataclass(frozen=True)
@@ -99,7 +138,7 @@ class Launch:
         return "one GPU each" if self.gpus else "one CPU process each"
 
     def workers_phrase(self, n: int, gpus) -> str:
-        """`n` measurement workers in words, on `gpus` (worker_gpus) or as local processes."""
+        """`n` measurement workers in words, on `gpus` (Placement.workers) or as local processes."""
         if self.gpus:
             return f"{n} GPU worker{'s' * (n > 1)} on GPU{'s' * (n > 1)} {','.join(map(str, gpus))}"
         return f"{n} local worker process{'es' * (n > 1)}"
@@ -115,10 +154,14 @@ class Launch:
             return role_argv("local", "infer", "infer", [
                 "worker", "--scale", self.scale, "--until-empty", "--processes", str(num_workers),
                 *(["--lease", lease_opt] if lease else []), "--progress"])
-        pinned = {f"INFER_GPU_{i}": g for i, g in enumerate(gpus or ())}
-        env = {"NUM_WORKERS": len(pinned) or num_workers, **pinned, **({"RCEA_LEASE_S": lease_opt} if lease else {})}
+        env = self._workers_env(num_workers, gpus, lease)
         how = ["-d"] if detach else ["--attach-dependencies", "--abort-on-container-failure"]
         return with_scale(self.scale, ["docker", "compose", "up", *how, WORKERS_GROUP], **env)
+
+    @staticmethod
+    def _workers_env(num_workers: int, gpus, lease: float) -> dict:
+        pinned = {f"INFER_GPU_{i}": g for i, g in enumerate(gpus or ())}
+        return {"NUM_WORKERS": len(pinned) or num_workers, **pinned, **({"RCEA_LEASE_S": f"{lease:g}"} if lease else {})}
 
     def training_containers(self, probe):
         """The host GPUs that running training containers hold (`probe()`: orchestrate/ops/shell.py
@@ -133,19 +176,52 @@ class Launch:
             return ["--port", str(port)], []
         return ["--host", "0.0.0.0", "--port", str(port)], ["-p", f"127.0.0.1:{port}:{port}"]
 
+    def placement(self, runs: int, num_workers: int, host_gpus=None) -> Placement:
+        """Where a study of `runs` training runs and `num_workers` measurement workers (at most) starts its work
+        (the rule above): on a GPU device, the host's `host_gpus` GPUs (a count, or a function asked only here,
+        e.g. orchestrate/ops/shell.py host_gpu_count; None: MAX_WORKERS, compose.yaml's workers), with
+        train_gpus / infer_gpus as overrides; on CPU, max(slots.train, num_workers) cores, of which at most
+        slots.train train side by side (unpinned: only how many counts)."""
+        if not self.gpus:
+            train, measure = split(range(max(self.slots["train"], num_workers)), runs, self.slots["train"])
+            return Placement(train, measure, (*measure, *train)[:num_workers], (), "a slot", "slots")
+        else:
+            host_gpus = host_gpus() if callable(host_gpus) else host_gpus
+            host = range(min(host_gpus or MAX_WORKERS, MAX_WORKERS))
+            if self.train_gpus:
+                train, spare = split(self.train_gpus, runs)
+            else:
+                train, spare = split([g for g in host if g not in self.infer_gpus], runs)
+            measure = self.infer_gpus or tuple(dict.fromkeys(g for g in (*host, *spare) if g not in train))
+        return Placement(train, measure, (*measure, *train)[:num_workers], train, "GPU {}", "GPUs")
+
+    def study_worker_argv(self, workers, which, lease: float = 0) -> list[str]:
+        """The argv that starts the study's workers number `which` (indices into `workers`, the devices of a
+        study's workers: Placement.workers) and returns once they run: the first ones with the study (the
+        group, as `workers_argv` starts it, when they are all of them), or one on a device training has freed.
+        Local: worker processes until the queue is empty and closed (worker 0's with the progress line).
+        Compose: `up -d` of workers `which` with the environment of the whole group, so the workers stage's
+        `up infer-workers` (`workers_argv` with the same `workers`) re-attaches to every one unchanged."""
+        which = tuple(which)
+        if which == tuple(range(len(workers))) or (self.launcher == "local" and 0 in which):
+            return self.workers_argv(len(which), True, lease, workers)
+        if self.launcher == "local":
+            return role_argv("local", "infer", "infer", [
+                "worker", "--scale", self.scale, "--until-empty", *(["--processes", str(len(which))] * (len(which) > 1)),
+                *(["--lease", f"{lease:g}"] if lease else [])])
+        env = self._workers_env(len(workers), workers, lease)
+        return with_scale(self.scale, ["docker", "compose", "up", "-d", *(f"infer-worker-{i}" for i in which)], **env)
+
+    @property
+    def rejoins(self) -> bool:
+        """Whether the workers stage's own command re-attaches to the workers the train stage started (Compose's
+        `up`, which also shows the queue's follower) rather than starting new ones (local processes: the stage
+        waits for the train stage's instead)."""
+        return self.launcher == "compose"
+
     def train_slots(self) -> int:
         """Training runs side by side: one per training GPU, else the scale's slots."""
         return len(self.train_gpus) if self.gpus and self.train_gpus else self.slots["train"]
-
-    def worker_gpus(self, n: int) -> tuple[int, ...]:
-        """The GPUs of a study's `n` measurement workers: the first `n` of infer_gpus (--num-workers caps them,
-        and there are never more workers than GPUs that do not train); () on CPU."""
-        return self.infer_gpus[:n] if self.gpus else ()
-
-    def study_workers(self, n: int) -> int:
-        """How many measurement workers a study runs for --num-workers `n`: `n` processes on CPU, else one per
-        GPU of worker_gpus(n)."""
-        return len(self.worker_gpus(n)) if self.gpus else n
 
 
 # ---------------------------------------------------------------- the launcher seam
@@ -231,19 +307,12 @@ def _read(scale: str, cdir: str) -> Launch:
         raise ConfigError(f"{where}: workers must be 1..{MAX_WORKERS}, got {workers!r}")
     if not isinstance(gpus, list) or not all(value_fits(int, g) and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus):
         raise ConfigError(f"{where}: train_gpus must be a list of distinct host GPU indices, got {gpus!r}")
-    if table["device"] == "gpu" and not gpus:
-        raise ConfigError(f"{where}: device = \"gpu\" needs at least one training GPU in train_gpus (e.g. [0])")
     infer = table["infer_gpus"]
     if not isinstance(infer, list) or not all(value_fits(int, g) and g >= 0 for g in infer) or len(set(infer)) != len(infer):
         raise ConfigError(f"{where}: infer_gpus must be a list of distinct host GPU indices, got {infer!r}")
     if set(infer) & set(gpus):
         raise ConfigError(f"{where}: infer_gpus and train_gpus share GPU(s) {sorted(set(infer) & set(gpus))}: a "
                           "measurement worker runs while training does, so it never shares a training GPU")
-    if table["device"] == "gpu" and not infer:   # every GPU of the host (compose.yaml's 8 workers) that does not train
-        infer = [g for g in range(MAX_WORKERS) if g not in gpus]
-    if table["device"] == "gpu" and not infer:
-        raise ConfigError(f"{where}: every GPU trains (train_gpus {gpus}): name a GPU for the measurement workers "
-                          "in infer_gpus")
     if not isinstance(table["judge_server"], bool):
         raise ConfigError(f"{where}: judge_server must be true or false")
     for key in ("data", "results"):

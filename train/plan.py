@@ -154,13 +154,13 @@ def render(result: dict, num_gpus: int) -> list[str]:
                      + need + ("" if s.fits else f"  -> fix: {s.fix}"))
     from rcea.launch import launch
 
-    k = len(launch(result["scale"]).train_gpus)
+    k = len(launch(result["scale"]).train_gpus) or 1   # the override, else one training GPU (the paper's)
     total, fixed, elastic = totals(result["stages"], num_gpus, k)
     if total != total:   # a pass no card holds was not measured: no time either
         lines.append("study: GPU-hours and makespan not predicted (a training pass was not measured)")
     else:
         lines.append(f"study: {total:,.0f} GPU-hours; makespan on {num_gpus} GPU(s) at least {fixed:,.1f} h "
-                     f"({fixed / 24:.1f} days) with {k} training GPU(s) (the scale's train_gpus), at least "
+                     f"({fixed / 24:.1f} days) with {k} training GPU(s) (train_gpus, else the paper's one), at least "
                      f"{elastic:,.1f} h if any GPU may train")
     return lines
 

@@ -8,6 +8,9 @@ GPUs join the measurement tail once no training run is left to start (benchmarks
 holds (the unit's `gpu_env`: the train container's TRAIN_GPU), so training runs side by side on several GPUs of
 one host. A batch that fails
 transiently is put back at the front of the line, up to `max_retries` times.
+`on_idle(role, gpu)`, when given, is asked for every slot of a role that is free while no batch of that role waits
+(a training slot freed once no run is left to start; `gpu` its GPU, None when unpinned): when it takes the slot
+(True: the study starts a measurement worker there) the slot leaves this engine for good.
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ DEFAULT_PARALLEL = SLOTS["cpu"]
 
 
 def run_local(batches, data_root, store, progress, report, log=print, parallel: dict | None = None,
-              max_retries: int = 2, expand=None, gpus: dict | None = None) -> None:
+              max_retries: int = 2, expand=None, gpus: dict | None = None, on_idle=None) -> None:
     limits = {**DEFAULT_PARALLEL, **(parallel or {})}
     pool = limits.pop("any", None)   # batches of every role together, when set
     free = {role: list(ids) for role, ids in (gpus or {}).items() if ids}   # GPUs of a role no batch holds
     for role, ids in free.items():
         limits[role] = min(limits.get(role, 1), len(ids))
     env = driver_env()
+    batches = list(batches)
     waiting = [(b, 1) for b in batches]
     running = {}   # future -> (batch, attempt, its GPU or None)
+    declined = {(role, None) for role in limits if role not in {b[0].role for b in batches}}   # not asked (again)
     with ThreadPoolExecutor(max_workers=max(1, min(sum(limits.values()), pool or sum(limits.values())))) as threads:
         progress.held = True   # one line once the free slots are filled: "running" counts what really runs
         while waiting or running:
@@ -50,6 +55,8 @@ def run_local(batches, data_root, store, progress, report, log=print, parallel: 
                 note = f"attempt {attempt}" + ("" if gpu is None else f", GPU {gpu}")
                 fut = threads.submit(run_batch, batch, data_root, env, None if gpu is None else [gpu], note)
                 running[fut] = (batch, attempt, gpu)
+            if on_idle is not None:
+                _hand_over(on_idle, limits, free, waiting, running, declined)
             progress.held = False
             progress.show()
             finished, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
@@ -60,8 +67,28 @@ def run_local(batches, data_root, store, progress, report, log=print, parallel: 
                     free[batch[0].role].append(gpu)
                 if _settle(fut, batch, attempt, max_retries, waiting, store, progress, report, log) and expand:
                     waiting += [(b, 1) for b in expand(batch)]
+        if on_idle is not None:   # the slots the last batches freed
+            _hand_over(on_idle, limits, free, waiting, running, declined)
     progress.held = False
     progress.show()
+
+
+def _hand_over(on_idle, limits, free, waiting, running, declined) -> None:
+    """Offer `on_idle` each slot of a role that no running batch holds while no batch of that role waits; a
+    slot it takes is gone from `limits` (and its GPU from `free`)."""
+    for role in list(limits):
+        if (role, None) in declined or any(b[0].role == role for b, _ in waiting):
+            continue
+        idle = limits[role] - sum(1 for b, *_ in running.values() if b[0].role == role)
+        for gpu in (list(free[role])[:idle] if role in free else [None] * idle):
+            if (role, gpu) in declined:
+                continue
+            if not on_idle(role, gpu):
+                declined.add((role, gpu))
+                continue
+            limits[role] -= 1
+            if gpu is not None:
+                free[role].remove(gpu)
 
 
 def _settle(fut, batch, attempt, max_retries, waiting, store, progress, report, log) -> bool:

@@ -2,8 +2,10 @@
 
 Under the default engine the train stage starts, before its first run, `python -m infer hold` (the queue stays
 open: idle `--until-empty` workers wait for more jobs, infer.queue), the base policy's enqueue and the
-measurement workers (local worker processes, or `docker compose up -d infer-workers` on the GPUs that do not
-train), so each run's measurements start as soon as that run has enqueued them. The workers stage then closes
+measurement workers on the devices that do not train (local worker processes, or `docker compose up -d` of
+compose.yaml's workers), so each run's measurements start as soon as that run has enqueued them; once no training
+run is left to start, each slot training frees gets one more worker (`add`: orchestrate/ops/study.py, the rule of
+rcea.launch). The workers stage then closes
 the queue (the holder's stdin ends) and joins the workers: a local worker command identical to a background one
 waits for that process instead of starting a second; Compose's attached `up` re-attaches to its containers.
 
@@ -45,13 +47,19 @@ class Background:
         if commands:   # one line: `--dry` lists the commands themselves
             print(f"study: {len(commands)} command(s) started in the background (listed by --dry)", flush=True)
         for argv in commands:
-            out = None
-            if log is not None and tuple(argv) in {tuple(q) for q in quiet}:
-                log.parent.mkdir(parents=True, exist_ok=True)
-                out = open(log, "a", encoding="utf-8")
-            self.procs.append((tuple(argv), subprocess.Popen(list(argv), stdout=out)))
-            if out is not None:
-                out.close()   # the child holds its own copy
+            self.add(argv, log, tuple(argv) in {tuple(q) for q in quiet})
+
+    def add(self, argv, log=None, quiet: bool = False) -> None:
+        """Start one more background command (a measurement worker on a slot training has freed: study.py), owned
+        as the others: joined by `join`/`finish`, stopped by `stop`; `quiet`: its output to the file `log`."""
+        out = None
+        if log is not None and quiet:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            out = open(log, "a", encoding="utf-8")
+        os.chdir(ROOT)
+        self.procs.append((tuple(argv), subprocess.Popen(list(argv), stdout=out)))
+        if out is not None:
+            out.close()   # the child holds its own copy
 
     def close(self) -> None:
         """Close the queue: the holder's stdin ends, it marks the queue closed and exits."""

@@ -142,7 +142,7 @@ def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = T
     <data>/logs/workers/<scale>.log: infer.console).
     Compose: the `infer-workers` group of compose.yaml (workers 0..NUM_WORKERS-1 on GPUs 0..NUM_WORKERS-1, no
     container for a GPU beyond them, and a follower of the queue; the same as a bare `docker compose up
-    infer-workers` with that NUM_WORKERS); `gpus` (a study's: rcea.launch worker_gpus) puts worker i on host
+    infer-workers` with that NUM_WORKERS); `gpus` (a study's: rcea.launch Placement.workers) puts worker i on host
     GPU gpus[i] instead (compose.yaml's INFER_GPU_<i>) and runs one worker per GPU listed:
     detached for `invoke workers` and for a study's workers while it trains (`docker compose logs -f
     infer-workers` follows them), attached in the study's workers stage, which re-attaches to those containers

@@ -46,7 +46,7 @@ from orchestrate.ops import interrupt
 from orchestrate.ops.background import BACKGROUND
 from rcea.launch import launch
 from rcea.progress import duration
-from orchestrate.ops.shell import ROOT, bind_source, is_dry, run_all, sh
+from orchestrate.ops.shell import ROOT, bind_source, host_gpu_count, is_dry, run_all, sh
 from orchestrate.units import TrainUnit
 
 # The shortened demo (CI): every stage, smaller budgets, from configs/overlays/quick.toml. Shared by every stage's
@@ -74,6 +74,9 @@ class Stage:
     background: tuple[tuple[str, ...], ...] = ()   # started at the stage's start, joined when a stage `closes`
     quiet: tuple[tuple[str, ...], ...] = ()        # those of `background` whose output goes to the study's log
     closes: bool = False          # close the queue, then join the background commands (see background.py)
+    # (device, argv, the device in words) of the measurement workers that start on the training slots freed once
+    # no run is left to start (rcea.launch placement: the local engine's on_idle), in the background as the others
+    elastic: tuple[tuple[int, tuple[str, ...], str], ...] = ()
 
     def commands(self) -> list[list[str]]:
         return [list(a) for u in self.units for a in u.commands]
@@ -87,34 +90,41 @@ def _stage(key: str, title: str, units, **kw) -> Stage:
     return Stage(key, title, tuple(units), **kw)
 
 
-def study_stages(scale: str, methods, num_workers: int | None = None) -> list[Stage]:
+def study_stages(scale: str, methods, num_workers: int | None = None, host_gpus: int | None = None) -> list[Stage]:
     """The stage list of one study. Pure: the same list is printed by `--dry` and run otherwise. What differs
-    between scales comes from the scale's `[launch]` record (rcea.launch), never from its name."""
+    between scales comes from the scale's `[launch]` record (rcea.launch), never from its name. Its GPUs and
+    cores are placed by rcea.launch's rule (`placement`: training first, one run per device, the base policy's
+    measurements on the rest, every device training frees measuring too); `host_gpus`: the host's GPU count
+    (None: nvidia-smi's, else compose.yaml's 8)."""
     lc = launch(scale)
     num_workers = lc.workers if num_workers is None else num_workers
-    gpus_m = lc.worker_gpus(num_workers)    # the measurement workers' GPUs: never a training GPU
-    num_workers = lc.study_workers(num_workers)
     n = len(methods)
+    place = lc.placement(n, num_workers, host_gpu_count if host_gpus is None else host_gpus)
+    first, workers = place.first, place.workers
     stages = [_stage("prepare", "prepare (the model where built here, warm start, training pool)",
                      [_unit("prepare", cmd.role_command("rcea.prepare", ["--scale", scale], scale))], scale=scale)]
-    jobs = lc.train_slots()
-    gpus = lc.train_gpus   # none on a CPU device
+    jobs = max(1, len(place.train))
+    gpus = place.pins   # none on a CPU device: only how many run
     where = f" on GPU{'s' * (len(gpus) > 1)} {','.join(map(str, gpus))}" if gpus else ""
     at_a_time = f", {min(jobs, n)} at a time" if n > 1 else ""
-    workers = lc.workers_phrase(num_workers, gpus_m)
+    joining = f"on the {place.devices} training frees once no run is left to start"
+    phrase = lc.workers_phrase(len(workers), workers) + (
+        "" if first == len(workers) else f" ({first} at once, {len(workers) - first} {joining})" if first else f" ({joining})")
+    started = (tuple(lc.study_worker_argv(workers, range(first))),) if first else ()
     stages.append(_stage(
         "train", f"train {', '.join(methods)} ({n} method{'s' * (n > 1)}{at_a_time}{where}); each run then "
-                 f"enqueues its measurements, which {workers} start at once",
+                 f"enqueues its measurements for {phrase}",
         [_unit(m, run.argv(lc.host_data()), cmd.enqueue_command(scale, m), work=run)   # the argv the unit runs
          for m in methods for run in [TrainUnit(m, scale, launcher=lc.launcher)]],
         parallel=jobs, gpus=gpus, scale=scale, hold=tuple(cmd.hold_command(scale)),
-        background=(tuple(cmd.enqueue_command(scale, "base")),
-                    tuple(cmd.workers_command(scale, num_workers, detach=True, gpus=gpus_m))),
-        quiet=(tuple(cmd.enqueue_command(scale, "base")),)))   # a line per job: to the log, as a run's enqueue
-    stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {workers}, the rest once "
+        background=(tuple(cmd.enqueue_command(scale, "base")), *started),
+        quiet=(tuple(cmd.enqueue_command(scale, "base")),),   # a line per job: to the log, as a run's enqueue
+        elastic=tuple((workers[i], tuple(lc.study_worker_argv(workers, (i,))), place.device(workers[i]))
+                      for i in range(first, len(workers)))))
+    rejoin = [cmd.workers_command(scale, len(workers), detach=False, gpus=workers)] if lc.rejoins else []
+    stages.append(_stage("workers", f"workers (probe, greedy, pass@k, covariance; {phrase}, the rest once "
                                     "training is done)", [_unit(
-        "workers", cmd.workers_command(scale, num_workers, detach=False, gpus=gpus_m),
-        cmd.status_command(scale, check=True))], scale=scale, closes=True))
+        "workers", *rejoin, cmd.status_command(scale, check=True))], scale=scale, closes=True))
     up = [cmd.judge_server_up(scale)] if lc.judge_server else []
     stages.append(_stage("judge", "judge (process validity of the verified successes)",
                          [_unit("judge", *up, cmd.labels_command(scale, "validity"))]))
@@ -155,7 +165,10 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
     if is_dry(c):
         for argv in ([stage.hold] if stage.hold else []) + list(stage.background):
             print(f"{sh(argv)} &", flush=True)   # in the background (orchestrate/ops/background.py)
-        return run_all(c, stage.commands())
+        run_all(c, stage.commands())
+        for _, argv, where in stage.elastic:   # started as training frees its slots (on_idle below)
+            print(f"{sh(argv)} &   # once training frees {where} and no run is left to start", flush=True)
+        return None
     if stage.hold or stage.background:
         BACKGROUND.start(stage.background, stage.hold or None, log=Path(log_dir) / "background.log",
                          quiet=stage.quiet)
@@ -198,14 +211,33 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
             late[unit.key] = f"done, but its next command failed{why} (log: {log})"
         return []
 
+    elastic = list(stage.elastic)   # the workers not started yet
+
+    def on_idle(_role, gpu) -> bool:
+        """A training slot (GPU `gpu`, None unpinned) freed with no run left to start: a measurement worker there."""
+        mine = [e for e in elastic if gpu is None or e[0] == gpu]
+        if mine:
+            elastic.remove(mine[0])
+            _start_worker(mine[0][1], log_dir, mine[0][2])
+        return bool(mine)
+
     report = execute([u.work for u in stage.units], "local", data_root=host, label=stage.key,
-                     parallel={role: stage.parallel},
-                     gpus={role: list(stage.gpus)}, follow=follow)   # none: unpinned (a CPU device)
+                     parallel={role: stage.parallel}, gpus={role: list(stage.gpus)},   # none: unpinned (a CPU device)
+                     follow=follow, **({"on_idle": on_idle} if elastic else {}))
     failed = {**late, **report.failed}
     if failed:
         lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
         raise Exit(f"{len(failed)} of {len(stage.units)} unit(s) of stage {stage.key} failed:\n{lines}\n"
                    "fix the cause and rerun: complete units are skipped", code=1)
+    for _, argv, where in elastic:   # slots no unit took (every run complete before): workers there too
+        _start_worker(argv, log_dir, where)
+
+
+def _start_worker(argv, log_dir: Path, where: str) -> None:
+    """One more measurement worker in the background (background.py owns it: joined by the workers stage,
+    stopped with the rest); its output to the background log unless it prints the queue's progress line."""
+    print(f"study: a measurement worker starts on {where}: no training run is left to start", flush=True)
+    BACKGROUND.add(argv, log=Path(log_dir) / "background.log", quiet="--progress" not in argv)
 
 
 def _ray(scale: str, methods, address: str | None, num_workers: int | None = None):

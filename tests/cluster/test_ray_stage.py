@@ -175,10 +175,11 @@ def test_3b_training_runs_as_container_units_on_several_gpus(tmp_path, monkeypat
     monkeypatch.setenv("RCEA_STATE", str(tmp_path / "state.sqlite"))
     monkeypatch.delenv("RCEA_OVERRIDES", raising=False)
     methods = ["grpo", "dapo", "gtpo", "kl_cov"]
-    train = st.study_stages("3b", methods)[1]
+    train = st.study_stages("3b", methods, host_gpus=8)[1]
     monkeypatch.setenv("FAKE_DOCKER_ROOT", str(Path(__file__).resolve().parents[2]))
     monkeypatch.setenv("FAKE_HASHES", json.dumps({u.work.method: u.work.config_hash for u in train.units}))
-    assert train.gpus == (0,) and train.parallel == 1      # configs/scales/3b.toml: the paper's single GPU
+    assert train.gpus == (0, 1, 2, 3) and train.parallel == 4      # rcea.launch's rule: one run per GPU
+    assert [e[0] for e in train.elastic] == [0, 1, 2, 3]          # each measures once training frees it
     two_gpus = st.Stage("train", train.title, train.units, parallel=2, gpus=(0, 1))   # train_gpus = [0, 1]
     with pytest.raises(Exit) as exc:
         st.run_local(Context(Config(overrides={"run": {"in_stream": False}})), two_gpus, tmp_path / "logs")
@@ -298,27 +299,31 @@ def test_the_local_engine_measures_each_run_while_the_others_still_train(tmp_pat
 
 
 def test_infer_gpus_never_take_a_training_gpu(tmp_path):
-    """configs/scales/*.toml [launch] infer_gpus: a GPU listed for training and for the workers is refused with
-    the fix; [] means every GPU of the 8-GPU host that does not train."""
+    """configs/scales/*.toml [launch] train_gpus / infer_gpus override rcea.launch's rule: a GPU listed for
+    training and for the workers is refused with the fix; [] leaves the GPUs to the rule (training first)."""
     import shutil
 
     from rcea.config import ConfigError
     from rcea.launch import launch
     from rcea.paths import configs_dir
 
-    for i, (gpus, infer, expect) in enumerate((("[0, 1]", "[]", (2, 3, 4, 5, 6, 7)), ("[0]", "[4, 5]", (4, 5)),
+    # (train_gpus, infer_gpus, (training GPUs, GPUs measuring from the start) of 7 runs on an 8-GPU host)
+    for i, (gpus, infer, expect) in enumerate((("[0, 1]", "[]", ((0, 1), (2, 3, 4, 5, 6, 7))),
+                                               ("[0]", "[4, 5]", ((0,), (4, 5))),
+                                               ("[]", "[4, 5]", ((0, 1, 2, 3, 6, 7), (4, 5))),
                                                ("[0, 1]", "[1, 2]", "share GPU"))):
         root = tmp_path / f"c{i}"
         shutil.copytree(configs_dir(), root)
         f = root / "scales" / "3b.toml"
-        f.write_text(f.read_text().replace("train_gpus = [0]", f"train_gpus = {gpus}")
+        f.write_text(f.read_text().replace("train_gpus = []", f"train_gpus = {gpus}")
                      .replace("infer_gpus = []", f"infer_gpus = {infer}"))
         if isinstance(expect, str):
             with pytest.raises(ConfigError, match=expect):
                 launch("3b", root)
         else:
-            lc = launch("3b", root)
-            assert lc.infer_gpus == expect and lc.worker_gpus(8) == expect and lc.worker_gpus(1) == expect[:1]
+            place = launch("3b", root).placement(7, 8, 8)
+            assert (place.train, place.measure) == expect
+            assert place.workers == (*expect[1], *expect[0])[:8] and not set(place.measure) & set(place.train)
 
 
 DRIVER = r'''

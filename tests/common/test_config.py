@@ -180,7 +180,7 @@ def test_each_scale_file_says_where_its_units_run_as_values(tmp_path):
     tiny, b3 = launch("tiny"), launch("3b")
     assert (tiny.launcher, tiny.device, tiny.slots, tiny.workers, tiny.train_gpus) == (
         "local", "cpu", {"train": 2, "infer": 1}, 2, ())
-    assert (b3.launcher, b3.device, b3.train_gpus, b3.judge_server, b3.train_slots()) == ("compose", "gpu", (0,), True, 1)
+    assert (b3.launcher, b3.device, b3.train_gpus, b3.judge_server, b3.train_slots()) == ("compose", "gpu", (), True, 1)
     assert not tiny.judge_server and launch("7b").launcher == "compose"
     with pytest.raises(ConfigError, match="unknown setting 'launch.launcher'"):
         load_config("3b", None, ['launch.launcher="local"'])   # where units run is not a setting to override
@@ -188,13 +188,14 @@ def test_each_scale_file_says_where_its_units_run_as_values(tmp_path):
     shutil.copytree(configs_dir(), root)
     scale_file = root / "scales" / "3b.toml"
     text = scale_file.read_text()
-    scale_file.write_text(text.replace("train_gpus = [0]", "train_gpus = [0, 1, 2]"))
+    scale_file.write_text(text.replace("train_gpus = []", "train_gpus = [0, 1, 2]"))
     assert launch("3b", root).train_slots() == 3                       # one training run per GPU, side by side
+    assert launch("3b", root).placement(7, 8, 8).train == (0, 1, 2)   # the override, not the rule
     assert load_config("3b", "grpo", root=root).hash("train") == load_config("3b", "grpo").hash("train")
     for i, (bad, message) in enumerate((
             (text.replace('launcher = "compose"', 'launcher = "ssh"'), "unknown launcher"),
             (text.replace("workers = 8 ", "workers = 9 "), "workers must be 1..8"),
-            (text.replace("train_gpus = [0]", "train_gpus = []"), "needs at least one training GPU"),
+            (text.replace("train_gpus = []", "train_gpus = [0, 0]"), "distinct host GPU indices"),
             (text.replace("slots = { train = 1, infer = 8 }", "slots = { train = 1 }"), "slots must be"),
             (text.replace("judge_server = true", "judge_sever = true"), "missing judge_server"))):
         assert bad != text, message

@@ -176,25 +176,35 @@ def test_a_typo_in_the_override_fails_compose(compose, tmp_path):
 
 
 def test_a_study_puts_its_workers_on_the_gpus_that_do_not_train(compose):
-    """The study starts its measurement workers while it trains: as Compose reads the study's own command, each
-    worker holds one GPU of rcea.launch's infer_gpus (3b: every GPU of the host but the training GPU 0), no GPU
-    is both a worker's and a training run's, and --num-workers caps the workers (never more than the GPUs that
-    do not train). `invoke workers` alone (no training) keeps workers 0..N-1 on GPUs 0..N-1."""
+    """The study starts its measurement workers while it trains, by rcea.launch's rule: on an 8-GPU host, 7 runs
+    train on GPUs 0..6 and worker 0 measures on GPU 7 from the start; workers 1..7 start on GPUs 0..6 as training
+    frees them. As Compose reads the study's own commands, worker i holds GPU workers[i], no worker started with
+    the study holds a training GPU, and each worker's configuration is the same in the command that starts it
+    and in the workers stage's `up infer-workers` (which re-attaches to it instead of recreating it mid-batch).
+    --num-workers caps the workers. `invoke workers` alone (no training) keeps workers 0..N-1 on GPUs 0..N-1."""
     from orchestrate.ops import commands
     from rcea.launch import launch
 
     lc = launch("3b")
-    assert lc.train_gpus == (0,) and lc.infer_gpus == (1, 2, 3, 4, 5, 6, 7)
-    for n, expected in ((8, 7), (7, 7), (3, 3), (1, 1)):
-        gpus_ = lc.worker_gpus(n)
-        assert len(gpus_) == lc.study_workers(n) == expected and not set(gpus_) & set(lc.train_gpus)
-        argv = commands.workers_command("3b", n, detach=True, gpus=gpus_)
-        env = dict(a.split("=", 1) for a in argv[1:argv.index("docker")])
-        assert env["NUM_WORKERS"] == str(expected)
-        svcs = services_of(compose("config", "--format", "json", "infer-workers", **env))
-        held = {w: [d["device_ids"] for d in gpus(s)] for w, s in svcs.items() if w != "infer-workers"}
-        assert held == {WORKERS[i]: [[str(g)]] for i, g in enumerate(gpus_)}, (n, held)
-        assert not {g for ids in held.values() for (g,) in ids} & {str(g) for g in lc.train_gpus}
+    for n, runs, first, workers in ((8, 7, 1, (7, 0, 1, 2, 3, 4, 5, 6)), (3, 2, 3, (2, 3, 4)),
+                                    (2, 7, 1, (7, 0))):
+        place = lc.placement(runs, n, 8)
+        assert (place.first, place.workers, place.train) == (first, workers, tuple(range(runs))), (n, runs)
+        group = commands.workers_command("3b", n, detach=False, gpus=place.workers)
+        env = dict(a.split("=", 1) for a in group[1:group.index("docker")])
+        assert env["NUM_WORKERS"] == str(len(workers))
+        final = services_of(compose("config", "--format", "json", "infer-workers", **env))
+        held = {w: [d["device_ids"] for d in gpus(s)] for w, s in final.items() if w != "infer-workers"}
+        assert held == {WORKERS[i]: [[str(g)]] for i, g in enumerate(workers)}, (n, held)
+        starts = [lc.study_worker_argv(workers, range(first))] + [lc.study_worker_argv(workers, (i,))
+                                                                   for i in range(first, len(workers))]
+        for argv in starts:
+            env_i = dict(a.split("=", 1) for a in argv[1:argv.index("docker")])
+            names = [a for a in argv[argv.index("-d") + 1:] if a != "infer-workers"] or WORKERS[:first]
+            svcs = services_of(compose("config", "--format", "json", *argv[argv.index("-d") + 1:], **env_i))
+            for name in names:   # the very configuration the workers stage's `up` reads: no recreation
+                assert svcs[name] == final[name], name
+        assert not {str(g) for g in workers[:first]} & {str(g) for g in place.train}
     argv = commands.workers_command("3b", 2)   # invoke workers --num-workers 2: defaults, no variable set
     assert not any(a.startswith("INFER_GPU_") for a in argv)
 

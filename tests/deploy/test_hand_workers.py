@@ -16,12 +16,12 @@ from orchestrate.ops import commands
 def test_placement_by_hand():
     h = commands.hand_worker_gpus
     assert h("3b", 4, None) == ()                        # nothing trains: compose.yaml's GPUs 0..3
-    assert h("3b", 4, {0}) == (1, 2, 3, 4)               # training on GPU 0 (train_gpus = [0])
+    assert h("3b", 4, {0}) == (1, 2, 3, 4)               # training on GPU 0
     assert h("3b", 8, {0}) == (1, 2, 3, 4, 5, 6, 7)      # 7 GPUs do not train: 7 workers
-    assert h("7b", 4, set(), host_gpus=4) == (1, 2, 3)   # a container naming no GPU: train_gpus still avoided
-    assert h("3b", 3, {2}, host_gpus=4) == (1, 3)        # TRAIN_GPU=2 by hand: 0 (train_gpus) and 2 both avoided
+    assert h("7b", 4, set(), host_gpus=4) == (0, 1, 2, 3)   # a container naming no GPU, train_gpus [] (the rule)
+    assert h("3b", 3, {2}, host_gpus=4) == (0, 1, 3)        # TRAIN_GPU=2 by hand: GPU 2 avoided
     with pytest.raises(Exit, match="training holds every GPU of this host"):
-        h("3b", 2, {1}, host_gpus=2)
+        h("3b", 2, {0, 1}, host_gpus=2)
 
 
 @pytest.fixture

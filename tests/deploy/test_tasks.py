@@ -165,7 +165,8 @@ def test_demo_is_the_tiny_study(capsys, dry, monkeypatch):
     assert demo_out == study_out and any("-m aggregate" in ln for ln in demo_out)
 
 
-def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
+def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry, monkeypatch):
+    monkeypatch.setattr(study, "host_gpu_count", lambda: None)   # not this machine's: compose.yaml's 8 GPUs
     tasks.study(dry, scale="7b", methods="grpo,kl_cov", num_workers=3)
     out = capsys.readouterr().out
     cmds = [ln for ln in out.splitlines() if ln and not ln.startswith("===")]
@@ -177,15 +178,16 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
         assert "3b" not in ln and "tiny" not in ln, ln
     expected = [
         "docker compose run --rm train python -m rcea.prepare --scale 7b",
-        # in the background through training: the queue held open, the base policy's jobs, workers on GPUs 1..3
+        # in the background through training: the queue held open, the base policy's jobs, workers on GPUs 2..4
+        # (the rule: the two runs train on GPUs 0 and 1, side by side; --num-workers 3 caps the workers)
         "docker compose run --rm -T infer-cli python -m infer hold --scale 7b &",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method base --what all &",
-        "env RCEA_SCALE=7b NUM_WORKERS=3 INFER_GPU_0=1 INFER_GPU_1=2 INFER_GPU_2=3 docker compose up -d infer-workers &",
+        "env RCEA_SCALE=7b NUM_WORKERS=3 INFER_GPU_0=2 INFER_GPU_1=3 INFER_GPU_2=4 docker compose up -d infer-workers &",
         "docker compose run --rm -T train python -m train --method grpo --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method grpo --what all",
         "docker compose run --rm -T train python -m train --method kl_cov --scale 7b --resume",
         "docker compose run --rm infer-cli python -m infer enqueue --scale 7b --method kl_cov --what all",
-        "env RCEA_SCALE=7b NUM_WORKERS=3 INFER_GPU_0=1 INFER_GPU_1=2 INFER_GPU_2=3 docker compose up "
+        "env RCEA_SCALE=7b NUM_WORKERS=3 INFER_GPU_0=2 INFER_GPU_1=3 INFER_GPU_2=4 docker compose up "
         "--attach-dependencies --abort-on-container-failure infer-workers",
         "docker compose run --rm infer-cli python -m infer status --scale 7b --check",
         "env RCEA_SCALE=7b docker compose --profile judge up -d --wait judge",
@@ -200,13 +202,13 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry):
 
 
 def test_the_stage_list_is_plain_data_for_other_executors():
-    stages = study.study_stages("3b", ["grpo", "dapo"], num_workers=2)
+    stages = study.study_stages("3b", ["grpo", "dapo"], num_workers=2, host_gpus=8)
     assert [s.key for s in stages] == STAGES
     train = stages[1]
-    assert [u.name for u in train.units] == ["grpo", "dapo"] and train.parallel == 1
+    assert [u.name for u in train.units] == ["grpo", "dapo"] and train.parallel == 2
     assert all(isinstance(a, tuple) and all(isinstance(x, str) for x in a) for u in train.units for a in u.commands)
-    # 3b: each run is a work unit too, launched as the train container on the scale's training GPU ([0])
-    assert train.gpus == (0,) and [u.work for u in train.units] == [TrainUnit(m, "3b", launcher="compose")
+    # 3b: each run is a work unit too, launched as the train container on a GPU of its own (the rule: 0 and 1)
+    assert train.gpus == (0, 1) and [u.work for u in train.units] == [TrainUnit(m, "3b", launcher="compose")
                                                                     for m in ("grpo", "dapo")]
     for u in train.units:   # the container's argv is exactly the dry run's (-T: its output goes to the unit's log)
         argv = TrainUnit.command([u.work], "unused", "/nowhere", "unused")
@@ -472,7 +474,10 @@ def test_num_workers_means_the_measurement_workers_under_every_engine(dry, capsy
     """The study's workers stage and the Ray engine's measurement slots take the same count (the tiny scale ran
     2 processes on the queue path and 1 under Ray, and refused --num-workers)."""
     lines = dry_lines(capsys, tasks.study, dry, scale="tiny", methods="grpo", num_workers="3")
-    assert f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 3 --progress" in lines
+    # 3 processes at most (the rule: one run trains, 2 workers measure from the start, the third on its freed slot)
+    assert f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2 --progress &" in lines
+    assert (f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty &   # once training frees a slot and no run "
+            "is left to start") in lines
     ray = study.executor("ray", "tiny", ["grpo"], None, 3)
     assert ray.num_workers == 3 and not ray.gpus
     assert study.executor("ray", "3b", ["grpo"]).num_workers == 8 and study.executor("ray", "3b", ["grpo"]).gpus
