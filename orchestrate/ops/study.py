@@ -11,12 +11,13 @@ local Ray without an address) and the rest here. Stages:
 
     prepare     the model where it is built here (the tiny one, its warm start) and the training pool
     train       first, in the background (orchestrate/ops/background.py): the queue's holder (the queue stays
-                open), the base policy's enqueue and the measurement workers (--num-workers local worker
-                processes, or Compose GPU workers on the GPUs that do not train: rcea.launch infer_gpus); then
-                each method, `slots.train` side by side (or one per GPU of `train_gpus`), with --resume: a
+                open), the base policy's enqueue and the measurement workers on the devices that do not
+                train (rcea.launch's rule, `placement`: local worker processes or Compose GPU workers); then
+                each method, one per device side by side (GPUs, or `slots.train` cores), with --resume: a
                 run killed earlier continues from its newest complete checkpoint, a finished one of the same
                 settings is reused; each run enqueues all of its measurements once it has finished, and the
-                workers start them at once, while the other runs still train
+                workers start them at once, while the other runs still train; each training slot freed once
+                no run is left to start gets one more worker (the local engine's on_idle)
     workers     the queue closes; the workers finish what is left (local: the background processes are waited
                 for; Compose: `up` re-attaches to the workers' containers), then a check that every job is done
     judge       process validity of the verified successes (rules in the toy world, else the LLM judge)
@@ -218,7 +219,7 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
         mine = [e for e in elastic if gpu is None or e[0] == gpu]
         if mine:
             elastic.remove(mine[0])
-            _start_worker(mine[0][1], log_dir, mine[0][2])
+            _start_worker(mine[0][1], log_dir, mine[0][2], len(stage.elastic) - len(elastic), len(stage.elastic))
         return bool(mine)
 
     report = execute([u.work for u in stage.units], "local", data_root=host, label=stage.key,
@@ -229,14 +230,16 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
         lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
         raise Exit(f"{len(failed)} of {len(stage.units)} unit(s) of stage {stage.key} failed:\n{lines}\n"
                    "fix the cause and rerun: complete units are skipped", code=1)
-    for _, argv, where in elastic:   # slots no unit took (every run complete before): workers there too
-        _start_worker(argv, log_dir, where)
+    for _, argv, where in list(elastic):   # slots no unit took (every run complete before): workers there too
+        elastic.pop(0)
+        _start_worker(argv, log_dir, where, len(stage.elastic) - len(elastic), len(stage.elastic))
 
 
-def _start_worker(argv, log_dir: Path, where: str) -> None:
+def _start_worker(argv, log_dir: Path, where: str, i: int, n: int) -> None:
     """One more measurement worker in the background (background.py owns it: joined by the workers stage,
     stopped with the rest); its output to the background log unless it prints the queue's progress line."""
-    print(f"study: a measurement worker starts on {where}: no training run is left to start", flush=True)
+    print(f"study: measurement worker {i} of {n} on freed slots starts on {where}: no training run is left to "
+          "start", flush=True)
     BACKGROUND.add(argv, log=Path(log_dir) / "background.log", quiet="--progress" not in argv)
 
 

@@ -113,7 +113,8 @@ def test_the_study_starts_the_workers_on_freed_slots_in_its_background(tmp_path,
         BACKGROUND.stop()
     seen = [p.read_text() for p in marks.iterdir()]
     assert seen == ["3"] * 3                # each started after the last run had started
-    assert capsys.readouterr().out.count("study: a measurement worker starts on a slot: no training run is left") == 3
+    out = capsys.readouterr().out
+    assert [f"study: measurement worker {i} of 3 on freed slots starts on a slot" in out for i in (1, 2, 3)] == [True] * 3
     lines = []
     dry = Context(Config(overrides={"run": {"dry": True}}))
     monkeypatch.setattr(st, "run_all", lambda c, cmds, **kw: lines.extend(cmds))
