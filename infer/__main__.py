@@ -321,7 +321,7 @@ def _main(argv=None) -> int:
     s.add_argument("--scale", default=None, help=f"{', '.join(SCALES)} (default: $RCEA_SCALE)")
     s.add_argument("--jobs", action="store_true", help="list every job")
     s.add_argument("--summary", action="store_true", help="greedy accuracy, boxed rate, mean length per checkpoint")
-    s.add_argument("--check", action="store_true", help="exit 3 unless every job is done")
+    s.add_argument("--check", action="store_true", help="exit 3 unless every job's table parts are complete")
     s.add_argument("--follow", type=float, default=0.0, metavar="SECONDS",
                    help="wait until nothing is pending or running, printing the counts as they change (at least "
                         "every SECONDS); exit 3 if some job failed (the infer-workers service runs this)")
