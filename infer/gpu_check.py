@@ -170,7 +170,9 @@ def dispatch(args: list[str]) -> dict:
 def main(argv=None) -> int:
     from rcea.device_check import check_parser, finish, gpu_present, run_part
 
-    a = check_parser("infer.gpu_check", __doc__, "real shapes to score (3b, 7b)").parse_args(argv)
+    from rcea.device_check import GPU_SCALES
+
+    a = check_parser("infer.gpu_check", __doc__, f"real shapes to score ({', '.join(GPU_SCALES)})").parse_args(argv)
     if a._part:
         print(json.dumps(dispatch(a._part)))
         return 0

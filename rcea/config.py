@@ -118,6 +118,7 @@ def _scale_names() -> tuple[str, ...]:
 
 
 SCALES = _scale_names()
+SCALE_TABLES = ("launch", "targets")   # tables of a scale file that hold no setting: where and on what it runs
 
 
 def _method_labels(cdir: Path) -> dict[str, str]:
@@ -345,8 +346,8 @@ def load_config(scale: str, method: str | None = None, overrides: Iterable[str] 
         settings.update(_read_settings(objectives, prefix="objectives."))
         sources.append(objectives)
     scale_values = {}
-    if scale_file.exists():  # its [launch] table says where units run, not what they compute (rcea.launch)
-        scale_values = {k: v for k, v in read_toml(scale_file).items() if k != "launch"}
+    if scale_file.exists():  # [launch] says where units run (rcea.launch), [targets] the cards it must fit
+        scale_values = {k: v for k, v in read_toml(scale_file).items() if k not in SCALE_TABLES}  # (train.plan_data)
         sources.append(scale_file)
 
     def apply(key: str, value: Any, origin: str) -> None:

@@ -1,21 +1,43 @@
-"""Shared by the device checks (infer.gpu_check, train.gpu_check): the real Qwen2.5-3B / 7B shapes (from
-their published configs) and the PASS/FAIL/SKIP report.
+"""Shared by the device checks (infer.gpu_check, train.gpu_check): the real shapes of each GPU scale's model and
+the PASS/FAIL/SKIP report.
 
+`SHAPES` holds, for every scale whose model (`model.name`) has a decoder shape in configs/plan.toml `[models]`
+(the planner's, from the published configs: 3b and 7b), that shape, and `tiny`, a small shape for CPU runs of the
+same code; `GPU_SCALES` are the former, so a scale file of a known model is a device-check shape with no edit here.
 `random_model(shape)` builds a random-initialised Qwen2 model of that shape in memory: no download, no
 network, the same matrix sizes as the real model (so memory and speed match; the numbers it computes do
-not). `tiny` is a small shape for CPU runs of the same code.
+not).
 """
 
 from __future__ import annotations
 
-SHAPES = {
-    "3b": dict(vocab_size=151_936, hidden_size=2048, intermediate_size=11_008, num_hidden_layers=36,
-               num_attention_heads=16, num_key_value_heads=2, tie_word_embeddings=True),
-    "7b": dict(vocab_size=152_064, hidden_size=3584, intermediate_size=18_944, num_hidden_layers=28,
-               num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False),
-    "tiny": dict(vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
-}
+CPU_SHAPE = "tiny"
+TINY = dict(vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+# configs/plan.toml [models] names -> Qwen2Config's
+QWEN2_FIELDS = {"vocab": "vocab_size", "hidden": "hidden_size", "intermediate": "intermediate_size",
+                "layers": "num_hidden_layers", "heads": "num_attention_heads", "kv_heads": "num_key_value_heads",
+                "tied": "tie_word_embeddings"}
+
+
+def scale_shapes() -> dict[str, dict]:
+    """{scale: Qwen2Config keyword arguments} of every scale whose model has a shape in configs/plan.toml, in
+    the order of rcea.config.SCALES; then the CPU shape `tiny`."""
+    from rcea.config import SCALES, base_value, read_toml
+    from rcea.paths import configs_dir
+
+    models = read_toml(configs_dir() / "plan.toml").get("models", {})
+    out = {}
+    for scale in SCALES:
+        path = configs_dir() / "scales" / f"{scale}.toml"
+        model = read_toml(path).get("model", {}).get("name", base_value("model.name"))
+        if model in models:
+            out[scale] = {QWEN2_FIELDS[k]: v for k, v in models[model].items() if k in QWEN2_FIELDS}
+    return {**out, CPU_SHAPE: dict(TINY)}
+
+
+SHAPES = scale_shapes()
+GPU_SCALES = tuple(s for s in SHAPES if s != CPU_SHAPE)
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -63,7 +85,7 @@ def check_parser(module: str, doc: str | None, shapes_help: str):
     p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cpu", action="store_true", help="tiny shape on CPU (CI); the default needs a CUDA GPU")
-    p.add_argument("--shapes", default="3b,7b", help=shapes_help)
+    p.add_argument("--shapes", default=",".join(GPU_SCALES), help=shapes_help)
     p.add_argument("--_part", nargs="+", default=None, help=argparse.SUPPRESS)
     return p
 

@@ -62,8 +62,9 @@ import json
 import sys
 import time
 
-GPU_SCALES = ("3b", "7b")  # scale = shape of rcea.device_check.SHAPES
-CPU = {"scale": "tiny", "shape": "tiny", "prompt": 16, "completion": 16}
+from rcea.device_check import CPU_SHAPE, GPU_SCALES  # a GPU scale is its shape (rcea.device_check.SHAPES)
+
+CPU = {"scale": "tiny", "shape": CPU_SHAPE, "prompt": 16, "completion": 16}
 CHECK_OVERRIDES = ["train.num_iterations=1", "train.warmup_ratio=0.0", "train.report_to='none'",
                    "train.save_steps=100000", "train.logging_steps=1"]
 GPU_OVERRIDES = ["train.grad_accum=1"]  # one micro-batch per step: the study's per-step memory, a quarter of its time

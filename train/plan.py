@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m train.plan", description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", required=True)
     ap.add_argument("--gpu", default="", help="card name (configs/plan.toml [cards]), or all (every card's "
-                    "table, exit 0); default: the scale's first training card ([targets])")
+                    "table, exit 0); default: the scale's first training card (its scale file's [targets])")
     ap.add_argument("--num-gpus", type=int, default=8)
     ap.add_argument("--override", action="append", default=[])
     a = ap.parse_args(argv)

@@ -1,4 +1,5 @@
-"""The resource plan's data (configs/plan.toml): cards, decoder shapes, each scale's target cards, assumptions.
+"""The resource plan's data (configs/plan.toml): cards, decoder shapes, assumptions; each scale's target cards
+(the `[targets]` table of its configs/scales/<scale>.toml).
 
 Standard library only. Units: memory in GiB (2**30 bytes) unless a name says bytes, compute in bf16 dense
 TFLOPs (1e12 FLOP/s), bandwidth in GB/s (1e9 B/s).
@@ -89,9 +90,13 @@ def shape(model: str) -> Shape:
 
 
 def targets(scale: str) -> dict[str, list[str]]:
-    """{"train": [cards], "infer": [cards]} a scale must fit; a GPU scale without an entry is an error."""
-    t = table().get("targets", {})
-    if scale not in t:
-        raise ConfigError(f"configs/plan.toml has no [targets.{scale}]: name the cards scale {scale} must fit "
-                          "(train = [...], infer = [...])")
-    return {"train": list(t[scale]["train"]), "infer": list(t[scale]["infer"])}
+    """{"train": [cards], "infer": [cards]} a scale must fit: the `[targets]` table of its own file
+    (configs/scales/<scale>.toml), so a scale is one file; a GPU scale without one is an error naming the fix."""
+    from pathlib import Path
+
+    path = Path(configs_dir()) / "scales" / f"{scale}.toml"
+    t = read_toml(path).get("targets") if path.exists() else None
+    if not isinstance(t, dict) or not all(isinstance(t.get(role), list) for role in ("train", "infer")):
+        raise ConfigError(f"configs/scales/{scale}.toml has no [targets]: name the cards scale {scale} must fit "
+                          f"(train = [...], infer = [...], of {', '.join(cards())})")
+    return {"train": list(t["train"]), "infer": list(t["infer"])}

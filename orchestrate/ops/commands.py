@@ -105,7 +105,7 @@ def role_command(module: str, args, scale: str, run_opts=()) -> list[str]:
 
 def plan_command(scale: str, gpu: str = "", num_gpus: int = 0, overrides=()) -> list[str]:
     """`python -m train.plan`: the resource plan, always a local process on CPU (fake tensors), at every scale;
-    no --gpu: the scale's first training card (configs/plan.toml [targets])."""
+    no --gpu: the scale's first training card (the [targets] of configs/scales/<scale>.toml)."""
     args = ["--scale", scale, *(["--gpu", gpu] if gpu else []), *(["--num-gpus", str(num_gpus)] if num_gpus else [])]
     for o in overrides:
         args += ["--override", o]

@@ -115,7 +115,7 @@ def measured():
 @pytest.mark.parametrize("scale", GPU_SCALES)
 def test_every_stage_fits_its_target_cards(scale, measured):
     """At every GPU scale's configured shapes, every stage's predicted peak is at most headroom (0.9) x each
-    target card's memory (configs/plan.toml [targets]); an engine's need fits inside its reservation."""
+    target card's memory (its scale file's [targets]); an engine's need fits inside its reservation."""
     targets = pd.targets(scale)
     lines = []
     for role, cards in targets.items():
