@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from train import plan_data as pd
 from train.plan_data import GIB, Card, Shape
 
-SCORING_KINDS = ("probe", "covariance")   # kinds that run the HF scorer's teacher-forced pass
 
 
 @dataclass
@@ -151,19 +150,15 @@ def engine_stage(cfg, shape: Shape, card: Card, m: dict) -> Stage:
                  detail={"kv_gib": kv / GIB, "sequences": seqs})
 
 
-SCORE_CALLS = {"probe": lambda cfg: cfg["probe.n_questions"],               # one score call per question
-               "covariance": lambda cfg: 2 * cfg["covariance.n_questions"]}   # the earlier and the later checkpoint
-
-
 def worker_stage(cfg, shape: Shape, card: Card, kind: str, scorer: dict, jobs: dict) -> Stage:
     """A measurement worker running `kind`'s jobs of the whole study (`jobs`: kind -> (jobs, cost units)), on a
     GPU with a vLLM engine, placed as infer.worker.placement places it (measure.one_weight_copy,
     measure.gpu_memory_utilization; the scorer's pass measured at measure.scorer_batch rows).
 
     One weight copy: the peak is the larger phase. Generating: the engine's reservation + two CUDA contexts (the
-    worker's, the engine process's). Scoring (probe, covariance), the engine asleep (its weights in host memory,
-    no KV; its graphs and buffers stay): engine_overhead_gib + two contexts + the scorer's bf16 weights, adapter,
-    fp32 head copy and pass. Two copies: the reservation + the scorer's weights, head copy and pass + one context."""
+    worker's, the engine process's). Scoring (a kind registered with `score_calls`: probe, covariance), the engine
+    asleep (its weights in host memory, no KV; its graphs and buffers stay): engine_overhead_gib + two contexts +
+    the scorer's bf16 weights, adapter, fp32 head copy and pass. Two copies: the reservation + the scorer's weights, head copy and pass + one context."""
     from infer.kinds import get, token_budget
 
     util = cfg["measure.gpu_memory_utilization"]
@@ -174,7 +169,8 @@ def worker_stage(cfg, shape: Shape, card: Card, kind: str, scorer: dict, jobs: d
     max_len = cfg["data.context_tokens"] + token_budget(cfg)
     need = weights + 2 * lora + max_len * shape.kv_bytes_per_token() + pd.assume("engine_overhead_gib") * GIB
     head32 = 4 * shape.vocab * shape.hidden
-    scores = kind in SCORING_KINDS
+    k = get(kind)
+    scores = k.score_calls is not None              # the kind's registration: it runs the scorer's pass
     scoring = scorer["pass"].peak_bytes if scores else 0.0
     ctx = pd.assume("cuda_overhead_gib") * GIB
     if one:
@@ -184,12 +180,11 @@ def worker_stage(cfg, shape: Shape, card: Card, kind: str, scorer: dict, jobs: d
         generate = score = reserve + weights + lora + head32 + scoring + ctx
     peak = max(generate, score)
     n_jobs, units = jobs.get(kind, (0, 0.0))
-    k = get(kind)
     tokens = units * pd.assume("mean_completion_tokens") / cfg[k.budget]     # cost units are tokens at the budget
     conc = pd.assume("worker_concurrency")
     per_token = decode_seconds(shape, card, conc, 1, pd.assume("mean_prompt_tokens") +
                                pd.assume("mean_completion_tokens") / 2, lora / 2) / conc
-    swaps = n_jobs * SCORE_CALLS[kind](cfg) if one and scores else 0     # score calls, each a round trip
+    swaps = n_jobs * k.score_calls(cfg) if one and scores else 0     # score calls, each a round trip
     swap_s = swaps * 4 * weights / (pd.assume("host_copy_gbs") * 1e9)   # engine out and back, scorer in and out
     room = pd.assume("headroom") * card.memory_gib
     fix = ""

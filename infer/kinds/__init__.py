@@ -24,11 +24,11 @@ from rcea.config import base_value
 from infer.kinds.registry import BASE, REGISTRY, Checkpoint, Kind, PlanContext, get, register, token_budget  # noqa: I001
 
 # Imported in the order `--what all` plans them and error messages list them: measure.kinds over the modules found.
-_ORDER = _names.resolve([*base_value("measure.kinds"), _names.EVERY_OTHER])
-for _module in _ORDER:
-    if _module in _names.kind_modules():
-        importlib.import_module(f"{__name__}.{_module}")
-_found = tuple(k for k in _ORDER if k in _names.kind_modules())
+_MODULES = _names.kind_modules()
+_found = tuple(k for k in _names.resolve([*base_value("measure.kinds"), _names.EVERY_OTHER], _MODULES)
+               if k in _MODULES)
+for _module in _found:
+    importlib.import_module(f"{__name__}.{_module}")
 if set(REGISTRY) != set(_found):
     raise ImportError(f"the modules of infer/kinds/ are {_found} but they register {tuple(REGISTRY)}: each kind "
                       "module registers one kind, named as its file (register(\"<file name>\", ...))")

@@ -36,7 +36,8 @@ def covariance_questions(cfg) -> list[dict]:
 
 
 @register("covariance", tables=("covariance",), section="covariance", budget="probe.max_new_tokens",
-          checkpoints=checkpoints, cost=cost)
+          checkpoints=checkpoints, cost=cost,
+          score_calls=lambda cfg: 2 * cfg["covariance.n_questions"])   # per question: the earlier and later checkpoint
 def run_covariance(payload, cfg, ctx, progress):
     import numpy as np
     import torch

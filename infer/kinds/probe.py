@@ -18,7 +18,7 @@ def cost(p: PlanContext, extra: dict) -> float:
 
 
 @register("probe", tables=("tokens", "questions", "samples"), section="probe", budget="probe.max_new_tokens",
-          checkpoints=checkpoints, cost=cost)
+          checkpoints=checkpoints, cost=cost, score_calls=lambda cfg: cfg["probe.n_questions"])   # one per question
 def run_probe(payload, cfg, ctx, progress):
     import pandas as pd
 

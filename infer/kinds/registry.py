@@ -9,7 +9,9 @@ A `Kind` is everything the study knows about one sort of measurement job:
   checkpoints(p) -> [(Checkpoint, extra payload)]: which checkpoints of a run it measures (`p`: PlanContext);
   cost(p, extra) -> float: its relative cost (about the tokens it generates or scores); the queue and the
       engines start the costliest jobs first, benchmarks/scheduler.py converts it to time;
-  run(payload, cfg, ctx, progress) -> (frames by table, seeds): the runner (the decorated function).
+  run(payload, cfg, ctx, progress) -> (frames by table, seeds): the runner (the decorated function);
+  score_calls(cfg) -> int: the HF scorer's teacher-forced passes one job makes (None: the kind only generates);
+      the resource plan (train/envelope.py) sizes a worker's scoring phase and its weight swaps from it.
 Standard library only: the registry is data; a runner imports its heavy libraries when it runs.
 """
 
@@ -87,10 +89,11 @@ class Kind:
     checkpoints: Callable[[PlanContext], list[tuple[Checkpoint, dict]]]
     cost: Callable[[PlanContext, dict], float]
     run: Callable
+    score_calls: Callable[[object], int] | None = None
 
 
 def register(name: str, *, tables: tuple[str, ...], section: str, budget: str, checkpoints: Callable,
-             cost: Callable) -> Callable:
+             cost: Callable, score_calls: Callable | None = None) -> Callable:
     """Decorator on a kind module's runner: registers `name` with its outputs, settings, plan and cost."""
 
     def wrap(run: Callable) -> Callable:
@@ -98,7 +101,7 @@ def register(name: str, *, tables: tuple[str, ...], section: str, budget: str, c
             raise ValueError(f"measurement kind {name!r} registered twice")
         if not tables or "." not in budget:
             raise ValueError(f"measurement kind {name!r}: name its tables and its budget setting (section.key)")
-        REGISTRY[name] = Kind(name, tuple(tables), section, budget, checkpoints, cost, run)
+        REGISTRY[name] = Kind(name, tuple(tables), section, budget, checkpoints, cost, run, score_calls)
         return run
 
     return wrap

@@ -65,6 +65,9 @@ print(json.dumps({"orchestration": JOB_KINDS, "registry": list(kinds.REGISTRY)})
 
 def test_one_module_and_one_section_add_a_kind_that_is_planned_and_runs(tiny_data, tmp_path):
     tree = copy_tree(tmp_path / "tree")
+    (tree / "infer/kinds/lengths.py").write_text(MODULE.replace('register("lengths"', 'register("lens"'))
+    wrong = run_in(tree, "import infer.kinds", tmp_path)       # the name a module registers is its file's
+    assert wrong.returncode != 0 and "registers one kind, named as its file" in wrong.stderr
     (tree / "infer/kinds/lengths.py").write_text(MODULE)
     with (tree / "configs/base.toml").open("a") as fh:
         fh.write(SECTION)
