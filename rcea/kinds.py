@@ -23,8 +23,11 @@ EVERY_OTHER = "*"                    # in measure.kinds: every kind module not n
 HELPERS = ("common", "registry")     # modules of infer/kinds/ that are not kinds
 
 
+PACKAGE = "infer/kinds"              # the kind modules' folder in the source tree (not a data folder)
+
+
 def kinds_dir(root: str | Path | None = None) -> Path:
-    return (Path(root) if root else project_root()) / "infer" / "kinds"
+    return (Path(root) if root else project_root()) / PACKAGE
 
 
 def kind_modules(root: str | Path | None = None) -> tuple[str, ...]:
