@@ -49,15 +49,17 @@ class Background:
         for argv in commands:
             self.add(argv, log, tuple(argv) in {tuple(q) for q in quiet})
 
-    def add(self, argv, log=None, quiet: bool = False) -> None:
+    def add(self, argv, log=None, quiet: bool = False, errors: bool = False) -> None:
         """Start one more background command (a measurement worker on a slot training has freed: study.py), owned
-        as the others: joined by `join`/`finish`, stopped by `stop`; `quiet`: its output to the file `log`."""
+        as the others: joined by `join`/`finish`, stopped by `stop`; `quiet`: its output to the file `log`
+        (`errors`: its error stream too: a worker's per-job lines)."""
         out = None
         if log is not None and quiet:
             log.parent.mkdir(parents=True, exist_ok=True)
             out = open(log, "a", encoding="utf-8")
         os.chdir(ROOT)
-        self.procs.append((tuple(argv), subprocess.Popen(list(argv), stdout=out)))
+        err = subprocess.STDOUT if out is not None and errors else None
+        self.procs.append((tuple(argv), subprocess.Popen(list(argv), stdout=out, stderr=err)))
         if out is not None:
             out.close()   # the child holds its own copy
 

@@ -240,7 +240,8 @@ def _start_worker(argv, log_dir: Path, where: str, i: int, n: int) -> None:
     stopped with the rest); its output to the background log unless it prints the queue's progress line."""
     print(f"study: measurement worker {i} of {n} on freed slots starts on {where}: no training run is left to "
           "start", flush=True)
-    BACKGROUND.add(argv, log=Path(log_dir) / "background.log", quiet="--progress" not in argv)
+    quiet = "--progress" not in argv   # the one with the queue's progress line keeps the terminal (and logs the rest)
+    BACKGROUND.add(argv, log=Path(log_dir) / "background.log", quiet=quiet, errors=quiet)
 
 
 def _ray(scale: str, methods, address: str | None, num_workers: int | None = None):

@@ -87,7 +87,7 @@ def test_with_runs_waiting_no_worker_starts(tmp_path):
     assert calls == [4]   # asked once, after the fourth (last) run had started; declined: not asked again
 
 
-def test_the_study_starts_the_workers_on_freed_slots_in_its_background(tmp_path, monkeypatch, capsys):
+def test_the_study_starts_the_workers_on_freed_slots_in_its_background(tmp_path, monkeypatch, capfd):
     """The train stage's `elastic` workers (stand-in commands here) start only once no run is left to start, one
     per freed slot, owned by the background registry (joined by the workers stage, stopped with the study)."""
     from invoke import Config, Context
@@ -100,7 +100,8 @@ def test_the_study_starts_the_workers_on_freed_slots_in_its_background(tmp_path,
     marks = tmp_path / "workers"
     marks.mkdir()
     runs = [StandIn(f"s{i}", role="train", seconds=s) for i, s in enumerate((0.2, 1.2, 0.4))]
-    worker = [(d, (sys.executable, "-c", f"import os, time; open(os.path.join({str(marks)!r}, str(time.time())), "
+    worker = [(d, (sys.executable, "-c", f"import os, sys, time; print('worker-noise', file=sys.stderr); "
+                                          f"open(os.path.join({str(marks)!r}, str(time.time())), "
                                           f"'w').write(str(len(os.listdir({str(tmp_path / 'seen')!r}))))"), "a slot")
               for d in (0, 1, 2)]
     stage = st.Stage("train", "train", tuple(st.Unit(u.name, (("true",),), u) for u in runs), parallel=2,
@@ -113,10 +114,12 @@ def test_the_study_starts_the_workers_on_freed_slots_in_its_background(tmp_path,
         BACKGROUND.stop()
     seen = [p.read_text() for p in marks.iterdir()]
     assert seen == ["3"] * 3                # each started after the last run had started
-    out = capsys.readouterr().out
+    out, err = capfd.readouterr()
+    assert "worker-noise" not in err + out   # a worker's own lines: to the study's background log
+    assert (tmp_path / "logs" / "background.log").read_text().count("worker-noise") == 3
     assert [f"study: measurement worker {i} of 3 on freed slots starts on a slot" in out for i in (1, 2, 3)] == [True] * 3
     lines = []
     dry = Context(Config(overrides={"run": {"dry": True}}))
     monkeypatch.setattr(st, "run_all", lambda c, cmds, **kw: lines.extend(cmds))
     st.run_local(dry, stage, tmp_path / "logs")
-    assert capsys.readouterr().out.count("&   # once training frees a slot and no run is left to start") == 3
+    assert capfd.readouterr().out.count("&   # once training frees a slot and no run is left to start") == 3
