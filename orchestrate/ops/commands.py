@@ -146,9 +146,9 @@ def workers_command(scale: str, num_workers: int = MAX_WORKERS, detach: bool = T
     GPU gpus[i] instead (compose.yaml's INFER_GPU_<i>) and runs one worker per GPU listed:
     detached for `invoke workers` and for a study's workers while it trains (`docker compose logs -f
     infer-workers` follows them; a study whose training GPUs join the workers later starts them one service at a
-    time instead, with the same variables: rcea.launch study_worker_argv), attached in the study's workers stage, which re-attaches to those containers
-    (the same configuration: Compose leaves them running), returns when every worker and the follower have
-    exited and stops them all if one fails."""
+    time instead, with the same variables: rcea.launch study_worker_argv), attached in the study's workers
+    stage, which re-attaches to those containers (the same configuration: Compose leaves them running), returns
+    when every worker and the follower have exited and stops them all if one fails."""
     return launch(scale).workers_argv(num_workers, detach, lease, gpus)
 
 
