@@ -141,7 +141,7 @@ def aggregate(c, scale="tiny", skip_bad_parts=False):
 
 @task(iterable=["override"], help={
     "scale": H_SCALE, "methods": f"comma list of: {', '.join(METHODS)} (default: all seven)",
-    "num-workers": H_WORKERS, "engine": f"how stages run: {', '.join(st.EXECUTORS)} (train and workers as Ray tasks)",
+    "num-workers": H_WORKERS, "engine": f"how stages run: {', '.join(st.STAGE_RUNNERS)} (train and workers as Ray tasks)",
     "address": "Ray head HOST:PORT for --engine ray (default: start a local Ray)",
     "override": "config override key=value for every stage (repeatable)", "gpu": H_GPU})
 def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="local", address="", override=None,
@@ -151,7 +151,7 @@ def study(c, scale="tiny", methods=",".join(METHODS), num_workers=None, engine="
     Stages: prepare, train (with the measurement workers), workers, judge, modes, audit sample, aggregate, results."""
     n = check_workers(num_workers, choice("scale", scale, SCALES))
     stages = st.study_stages(scale, parse_methods(methods), n)
-    execute = st.executor(engine, scale, parse_methods(methods), address, None if num_workers is None else n)
+    execute = st.stage_runner(engine, scale, parse_methods(methods), address, None if num_workers is None else n)
     share_overrides(c, check_overrides(override, scale))
     st.check_endpoints(scale, dry=is_dry(c))   # the judge and codebook serve their models, or stop before GPU work
     _at(c, scale, "the study", "invoke study --scale tiny", plan=(gpu, []))   # overrides: in $RCEA_OVERRIDES
@@ -221,14 +221,14 @@ def warm_start(c, write=False, steps=0):
 
 @task(help={"quick": "shortened budgets (what CI runs): every stage, a few steps and questions",
             "methods": f"comma list of: {', '.join(METHODS)} (default: all seven)",
-            "engine": f"how stages run: {', '.join(st.EXECUTORS)}", "address": "Ray head HOST:PORT (--engine ray)"})
+            "engine": f"how stages run: {', '.join(st.STAGE_RUNNERS)}", "address": "Ray head HOST:PORT (--engine ray)"})
 def demo(c, quick=False, methods=",".join(METHODS), engine="local", address=""):
     """`invoke study --scale tiny` on CPU, in the toy arithmetic world (--quick: the CI budgets).
 
     The warm start, each method from it, every measurement, rule-based judge and modes, audit sample, aggregation;
     complete stages are reused on a second run (a run of other settings, e.g. --quick's, is not)."""
     stages = st.study_stages("tiny", parse_methods(methods))
-    execute = st.executor(engine, "tiny", parse_methods(methods), address)
+    execute = st.stage_runner(engine, "tiny", parse_methods(methods), address)
     if quick:
         share_overrides(c, st.QUICK_OVERRIDES)
     _run(c, "demo", "tiny", stages, execute)

@@ -1,5 +1,5 @@
 """`python -m benchmarks.scheduler`: the 3b study's order of work on one host with 8 GPUs, through the real
-local engine (orchestrate.executors.execute: batching per checkpoint, the unit records, per-role slots, `follow`),
+local engine (orchestrate.engines.execute: batching per checkpoint, the unit records, per-role slots, `follow`),
 with stand-in units that sleep for their cost. No GPU, no model: only the scheduler is measured.
 
 Units: the 3b study's seven training runs and the measurement jobs `infer.plan.plan_jobs` plans for each
@@ -125,7 +125,7 @@ def units(train: dict[str, float], jobs: dict[str, list[dict]], seconds_per_cost
 
 
 def _execute(units_, root: Path, parallel: dict, follow=None) -> None:
-    from orchestrate.executors import execute
+    from orchestrate.engines import execute
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):   # its progress lines
         report = execute(units_, "local", data_root=root, store_path=root / "state.sqlite", log=lambda *a: None,

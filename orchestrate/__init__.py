@@ -2,7 +2,7 @@
 
     units       the work of a study as data: a training run (TrainUnit) or a measurement job (MeasureUnit),
                 each with its key, the role's command line that runs it and `done` (its outputs complete)
-    executors   the engines that run units to completion: the local tiny path and Ray, with their unit
+    engines     the engines that run units to completion: the local tiny path and Ray, with their unit
                 records in the state store (rcea.state) and the progress line
     ops         the operations behind tasks.py (Invoke): command builders, the study and its stages,
                 lockfiles, doctor

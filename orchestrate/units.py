@@ -14,7 +14,7 @@ another unit, never "already complete"), a `role` (the environment
 or image that runs it: "train" or "infer"), a `group` (units of one group read the same checkpoint and
 run in one process, so the model is loaded once), `done(data_root)`, and a static
 `command(batch, python, data_root, spec_dir)`: the argv running a batch of its kind in the role's
-interpreter (`role_python`). Anything with these attributes is a unit to the engines (orchestrate/executors).
+interpreter (`role_python`). Anything with these attributes is a unit to the engines (orchestrate/engines).
 Standard library only: the tools environment (the Ray driver) imports it without torch.
 """
 

@@ -104,7 +104,7 @@ def checkpoint_dir(scale: str, run: str, step: int, root: str | Path | None = No
 
 
 def logs_dir(what: str, root: str | Path | None = None) -> Path:
-    """Logs of work units (`units`: a training run, a batch of measurement jobs; orchestrate.executors.batch)."""
+    """Logs of work units (`units`: a training run, a batch of measurement jobs; orchestrate.engines.batch)."""
     return _root(root) / "logs" / what
 
 

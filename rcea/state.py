@@ -7,7 +7,7 @@ Its tables, one schema at every scale and engine:
                     the holder that keeps it open)
     units, events   unit records: every work unit's state, attempts, duration, host and error, and the events
                     its attempts report (node, pid, GPUs), written by the engine that runs it
-                    (orchestrate.executors); the progress line's time left reads their durations
+                    (orchestrate.engines); the progress line's time left reads their durations
 
 Where it lives (`default_path`): under the local engine, in the data folder, `<data>/state/<scale>.sqlite`
 (rcea.layout.state_path): one file holds every unit of the study's scale, training runs and measurement jobs

@@ -7,6 +7,6 @@ torch, pandas or a role package. `tasks.py` only declares the tasks and their he
     shell      running commands: Invoke's dry run, Docker probes, .env
     lockfiles  how lockfiles/*.txt are compiled (uv pip compile) and the CPU twins' constraints
     study      the stage list of a whole study and the engine that runs it (study and demo); the engines
-               that run work units are orchestrate/executors (local, ray)
+               that run work units are orchestrate/engines (local, ray)
     doctor     the preflight checks of a GPU host
 """

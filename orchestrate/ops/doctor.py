@@ -169,7 +169,7 @@ LABEL = {"skip": "--"}   # a check that could not be made here (not a problem: s
 def run_doctor(num_workers: int, strict: bool = False, min_disk_gb: int = 100, ray_address: str | None = None,
                scale: str = "3b") -> None:
     """Print every check (with its fix); stop with exit 1 on a failure (with `strict`, also on a warning)."""
-    from orchestrate.executors.preflight import ray_checks, ray_facts
+    from orchestrate.engines.preflight import ray_checks, ray_facts
 
     facts = gather_facts()
     volumes_ok = _probe(["docker", "compose", *VOLUME_PROBE]) if facts["compose"] and facts["engine"] else None

@@ -13,7 +13,7 @@ on stderr and exit with 130 (SIGINT) or 143 (SIGTERM), the shell's codes for tho
 outputs atomically and skips what is complete, so the rerun resumes. Outside a guard, and off the main thread,
 signals keep Python's default behaviour. The process tree is read from /proc (Linux); elsewhere only this
 process ends, and the children die with their parent where they were started with a parent-death signal
-(orchestrate/executors/batch.py).
+(orchestrate/engines/batch.py).
 """
 from __future__ import annotations
 

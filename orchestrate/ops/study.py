@@ -1,12 +1,12 @@
 """The whole study as a list of stages, and the engine that runs them (`invoke study`, `invoke demo`).
 
 A study is a plain list of `Stage`s; each stage hands its work (a tuple of `Unit`s, each a sequence of
-argvs run in order) to an engine chosen by name (`EXECUTORS`): `local` runs the commands here, each by the
+argvs run in order) to an engine chosen by name (`STAGE_RUNNERS`): `local` runs the commands here, each by the
 scale's launcher (rcea.launch: a local process, or `docker compose` on one GPU host), and the training runs
-as work units (orchestrate.units.TrainUnit) through the local engine (orchestrate/executors/local.py: the
+as work units (orchestrate.units.TrainUnit) through the local engine (orchestrate/engines/local.py: the
 scale's slots side by side, one per training GPU in a container, unit records, a log per unit, a retry of a
 transient exit, the other runs going on past a failed one, named at the end);
-`ray` runs the train and workers stages as Ray work units on a cluster (orchestrate/executors/ray_stage.py; a
+`ray` runs the train and workers stages as Ray work units on a cluster (orchestrate/engines/ray_stage.py; a
 local Ray without an address) and the rest here. Stages:
 
     prepare     the model where it is built here (the tiny one, its warm start) and the training pool
@@ -180,7 +180,7 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
         return run_all(c, commands)
     if not stage.units or any(u.work is None for u in stage.units):
         return run_all(c, stage.commands())
-    from orchestrate.executors import execute
+    from orchestrate.engines import execute
 
     os.chdir(ROOT)
     role = stage.units[0].work.role
@@ -194,7 +194,7 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
 
     def follow(unit) -> list:
         """A finished run's next commands (its enqueue), their output in the run's log, not on the terminal."""
-        from orchestrate.executors.batch import log_path
+        from orchestrate.engines.batch import log_path
 
         log = log_path(host, unit.group)
         try:
@@ -245,24 +245,24 @@ def _start_worker(argv, log_dir: Path, where: str, i: int, n: int) -> None:
 
 
 def _ray(scale: str, methods, address: str | None, num_workers: int | None = None):
-    from orchestrate.executors.ray_stage import RayStage   # imports Ray only when a stage needs it
+    from orchestrate.engines.ray_stage import RayStage   # imports Ray only when a stage needs it
 
     return RayStage(scale, list(methods), address, local=run_local, num_workers=num_workers)
 
 
-EXECUTORS = {"local": run_local, "ray": _ray}
+STAGE_RUNNERS = {"local": run_local, "ray": _ray}
 
 
-def executor(engine: str, scale: str, methods, address: str | None = None, num_workers: int | None = None):
-    """The executor function `f(c, stage, log_dir)` of an engine name (`local`: every stage runs here).
+def stage_runner(engine: str, scale: str, methods, address: str | None = None, num_workers: int | None = None):
+    """The stage runner `f(c, stage, log_dir)` of an engine name (`local`: every stage runs here).
     An engine that runs some stages elsewhere takes `scale`, `methods` and the measurement workers and falls
     back on `run_local`; `address` (HOST:PORT of a Ray head) is for `ray` only."""
-    name = cmd.choice("engine", engine, tuple(EXECUTORS))
+    name = cmd.choice("engine", engine, tuple(STAGE_RUNNERS))
     if name == "ray":
         return _ray(scale, methods, address or None, num_workers)
     if address:
         raise Exit(f"--address {address} names a Ray cluster: add --engine ray", code=2)
-    return EXECUTORS[name]
+    return STAGE_RUNNERS[name]
 
 
 def banner(i: int, stages: list[Stage], spent: float) -> str:

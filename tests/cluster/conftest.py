@@ -18,7 +18,7 @@ def ray_local():
     from tests.cluster import standin
 
     cloudpickle.register_pickle_by_value(standin)
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")   # as orchestrate.executors.ray_exec.connect
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")   # as orchestrate.engines.ray_exec.connect
     # address="local": a Ray of its own even while another test's cluster (test_ray_faults.py, here or in a
     # second checkout on this machine) is named in /tmp/ray/ray_current_cluster.
     ray.init(address="local", num_cpus=2, num_gpus=8, resources={"train": 8, "infer": 8}, include_dashboard=False,

@@ -1,4 +1,4 @@
-"""Stand-in work units for the executor tests: seconds of sleep, then deterministic outputs written like
+"""Stand-in work units for the engine tests: seconds of sleep, then deterministic outputs written like
 the real units write theirs (temp + rename, manifest last). They also note the CUDA_VISIBLE_DEVICES their
 process saw (beside the outputs, not part of them)."""
 

@@ -13,14 +13,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = """
 import sys
-from orchestrate.executors.batch import run_batch
+from orchestrate.engines.batch import run_batch
 from tests.cluster.standin import StandIn
 print(run_batch([StandIn("slow", seconds=float(sys.argv[2]))], sys.argv[1]))
 """
 
 
 def test_a_killed_batch_leaves_no_temporary_folder_and_its_rerun_completes(tmp_path):
-    from orchestrate.executors.batch import log_path
+    from orchestrate.engines.batch import log_path
     from tests.cluster.standin import StandIn, expected
 
     data, tmp = tmp_path / "data", tmp_path / "tmp"

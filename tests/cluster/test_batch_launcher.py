@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.executors.batch import TransientUnitError, UnitError, run_batch
+from orchestrate.engines.batch import TransientUnitError, UnitError, run_batch
 
 
 @dataclass(frozen=True)

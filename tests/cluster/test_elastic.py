@@ -47,7 +47,7 @@ def test_the_rule_on_cpu_cores():
 
 
 def _run(units, tmp_path, on_idle, parallel=2, gpus=None):
-    from orchestrate.executors import execute
+    from orchestrate.engines import execute
 
     return execute(units, "local", data_root=tmp_path, store_path=tmp_path / "state.sqlite", log=lambda *a: None,
                    parallel={"train": parallel}, gpus={"train": gpus or []}, max_retries=0, on_idle=on_idle)

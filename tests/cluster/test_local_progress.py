@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrate.executors import execute
+from orchestrate.engines import execute
 from tests.cluster.standin import StandIn
 
 

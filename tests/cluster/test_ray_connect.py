@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrate.executors import ray_exec
+from orchestrate.engines import ray_exec
 
 
 class RecordingRay:

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from orchestrate.executors import execute
+from orchestrate.engines import execute
 from rcea.state import Store
 from tests.cluster.standin import StandIn, expected
 
@@ -28,7 +28,7 @@ def cluster():
     from tests.cluster import standin
 
     cloudpickle.register_pickle_by_value(standin)
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")   # as orchestrate.executors.ray_exec.connect
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")   # as orchestrate.engines.ray_exec.connect
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     for _ in range(2):
         c.add_node(num_cpus=1, num_gpus=4, resources={"train": 4, "infer": 4})

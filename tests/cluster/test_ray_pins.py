@@ -20,7 +20,7 @@ def test_doctor_checks_the_version_and_reaches_the_head():
 
     import pytest
 
-    from orchestrate.executors.preflight import parse_address, pinned_ray, ray_checks, ray_facts
+    from orchestrate.engines.preflight import parse_address, pinned_ray, ray_checks, ray_facts
 
     assert parse_address("10.0.0.5:6379") == ("10.0.0.5", 6379) == parse_address("ray://10.0.0.5:6379")
     with pytest.raises(ValueError, match="HOST:PORT"):

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from invoke.exceptions import Exit
 
-from orchestrate.executors.ray_stage import RayStage
+from orchestrate.engines.ray_stage import RayStage
 from rcea.layout import TRAINER_STATE
 from rcea.store import write_manifest
 from orchestrate.units import batches
@@ -65,20 +65,20 @@ def test_a_run_without_checkpoints_stops_with_the_fix(tmp_path, monkeypatch):
 def test_the_study_chooses_its_engine_by_name():
     from orchestrate.ops import study as st
 
-    engine = st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379")
+    engine = st.stage_runner("ray", "3b", ["grpo"], "10.0.0.5:6379")
     assert isinstance(engine, RayStage) and engine.address == "10.0.0.5:6379" and engine.gpus
     assert engine.local is st.run_local
-    assert st.executor("ray", "tiny", ["grpo"]).address is None and not st.executor("ray", "tiny", ["grpo"]).gpus
-    assert st.executor("local", "tiny", ["grpo"]) is st.run_local
+    assert st.stage_runner("ray", "tiny", ["grpo"]).address is None and not st.stage_runner("ray", "tiny", ["grpo"]).gpus
+    assert st.stage_runner("local", "tiny", ["grpo"]) is st.run_local
     with pytest.raises(Exit, match="add --engine ray"):
-        st.executor("local", "tiny", ["grpo"], "10.0.0.5:6379")
+        st.stage_runner("local", "tiny", ["grpo"], "10.0.0.5:6379")
     with pytest.raises(Exit, match="valid choices: local, ray"):
-        st.executor("dask", "tiny", ["grpo"])
+        st.stage_runner("dask", "tiny", ["grpo"])
 
 
 def test_the_local_engine_runs_a_stage_of_work_units_then_each_completed_one_s_commands(tmp_path, monkeypatch,
                                                                                         capsys):
-    """The tiny train stage under `local`: its units run through orchestrate.executors (local.py), two at a time;
+    """The tiny train stage under `local`: its units run through orchestrate.engines (local.py), two at a time;
     then each completed unit's remaining commands (a run's enqueue); a failed unit runs nothing more and the
     stage stops once the others are done, naming the failure; a rerun skips the complete units."""
     import sys
@@ -213,12 +213,12 @@ def test_3b_training_runs_as_container_units_on_several_gpus(tmp_path, monkeypat
 def test_num_workers_caps_the_measurements_in_flight_on_a_ray_cluster(ray_local, tmp_path):
     """--num-workers on a cluster (a Ray with 8 `infer` slots here): at most that many measurement batches
     run at once (it was ignored under --engine ray); the rest wait for a freed slot and all complete."""
-    from orchestrate.executors import execute
+    from orchestrate.engines import execute
     from orchestrate.ops import study as st
     from tests.cluster.standin import StandIn
 
-    assert st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379", 2).cap == 2
-    assert st.executor("ray", "3b", ["grpo"], "10.0.0.5:6379").cap is None   # not given: the cluster decides
+    assert st.stage_runner("ray", "3b", ["grpo"], "10.0.0.5:6379", 2).cap == 2
+    assert st.stage_runner("ray", "3b", ["grpo"], "10.0.0.5:6379").cap is None   # not given: the cluster decides
     units = [StandIn(f"m{i}", seconds=0.4) for i in range(5)]
     report = execute(units, "ray", data_root=tmp_path, store_path=tmp_path / "state.sqlite", fake_gpus=True,
                      limit={"infer": 1})

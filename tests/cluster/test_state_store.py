@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from orchestrate.executors.progress import Progress
+from orchestrate.engines.progress import Progress
 from rcea import layout
 from rcea.state import Store, default_path, stores
 

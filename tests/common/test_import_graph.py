@@ -107,6 +107,6 @@ def test_the_orchestration_is_a_room_of_its_own():
     from rcea.paths import project_root
 
     root = project_root()
-    assert not any((root / "rcea" / name).exists() for name in ("ops", "executors", "units.py"))
-    assert {"units", "executors", "executors.ray_exec", "executors.ray_stage", "ops.study", "ops.commands"} <= {
+    assert not any((root / "rcea" / name).exists() for name in ("ops", "executors", "engines", "units.py"))
+    assert {"units", "engines", "engines.ray_exec", "engines.ray_stage", "ops.study", "ops.commands"} <= {
         m.partition(".")[2] for m in import_graph() if m.startswith("orchestrate.")}

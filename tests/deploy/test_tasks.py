@@ -201,7 +201,7 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry, monkeypatc
     assert cmds == expected
 
 
-def test_the_stage_list_is_plain_data_for_other_executors():
+def test_the_stage_list_is_plain_data_for_other_engines():
     stages = study.study_stages("3b", ["grpo", "dapo"], num_workers=2, host_gpus=8)
     assert [s.key for s in stages] == STAGES
     train = stages[1]
@@ -478,9 +478,9 @@ def test_num_workers_means_the_measurement_workers_under_every_engine(dry, capsy
     assert f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty --processes 2 --progress &" in lines
     assert (f"{LOCAL['infer']} -m infer worker --scale tiny --until-empty &   # once training frees a slot and no run "
             "is left to start") in lines
-    ray = study.executor("ray", "tiny", ["grpo"], None, 3)
+    ray = study.stage_runner("ray", "tiny", ["grpo"], None, 3)
     assert ray.num_workers == 3 and not ray.gpus
-    assert study.executor("ray", "3b", ["grpo"]).num_workers == 8 and study.executor("ray", "3b", ["grpo"]).gpus
+    assert study.stage_runner("ray", "3b", ["grpo"]).num_workers == 8 and study.stage_runner("ray", "3b", ["grpo"]).gpus
 
 
 def test_no_code_outside_configuration_loading_compares_a_scale_name():

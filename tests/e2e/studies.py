@@ -207,7 +207,7 @@ class Rehearsal:
 
 def kill_first_training(env: dict, project: str, done: threading.Event) -> dict:
     """`docker kill` (SIGKILL) the study's train container once it has a complete checkpoint: the study's
-    executor must retry the unit, which resumes from that checkpoint. {} if training ended first."""
+    engine must retry the unit, which resumes from that checkpoint. {} if training ended first."""
     label = f"label=com.docker.compose.project={project}"
     pattern = "/workspace/data/train/3b/grpo/checkpoints/checkpoint-*/rcea_trainer_state.pt.manifest.json"
     while not done.is_set():

@@ -3,7 +3,7 @@
 `scripts/run demo` after `scripts/run demo --quick` on one data folder reported the quick runs as the full demo
 (the quick settings travel in RCEA_OVERRIDES, outside the unit's key, and TrainUnit.done() saw summary.json).
 Here the quick demo's grpo run (session fixture) meets the training unit of other settings, as the demo's train
-stage runs it (orchestrate.executors, local engine): the unit is not skipped, trains its own run, and the quick
+stage runs it (orchestrate.engines, local engine): the unit is not skipped, trains its own run, and the quick
 run is kept aside intact, coming back (complete, reused) when the quick settings are asked for again.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from orchestrate.ops.study import QUICK_OVERRIDES
 
 
 def test_a_run_of_other_settings_trains_instead_of_reusing_the_quick_run(demo, tmp_path, monkeypatch):
-    from orchestrate.executors import execute
+    from orchestrate.engines import execute
     from orchestrate.units import TrainUnit
     from rcea import layout
 

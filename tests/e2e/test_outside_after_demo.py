@@ -2,7 +2,7 @@
 example), then the report: exit 0, the run in the report. On main before this change the outside run's tables were
 made under the scale's defaults beside the demo's quick ones, and both commands ended in "the tables were made
 under 2 configurations" with no command that fixed it. Then the study's own grpo run is set aside, as a rerun
-with a changed setting does before training (TrainUnit.command, what the executor runs): only grpo's parts go
+with a changed setting does before training (TrainUnit.command, what the engine runs): only grpo's parts go
 with it (before, `passk-my-grpo-4` was read as grpo's by its file name and moved too), and `invoke aggregate`
 still reports my-grpo.
 

@@ -16,9 +16,9 @@ overrides (`--override`, which reach every container through RCEA_OVERRIDES):
 - the LLM judge and codebook (judge.labeller=llm), not the toy world's rules.
 
 The demo's tiny models (session fixture) are copied into the data folder first, as a model cache would be on
-a GPU host; everything else the study makes itself. The training run is a work unit of the study's executor,
+a GPU host; everything else the study makes itself. The training run is a work unit of the study's engine,
 launched as the train container: it is killed (`docker kill`) once it has a complete checkpoint, and the
-executor's retry resumes it from there. The run is `studies.rehearsal_study`, started by
+engine's retry resumes it from there. The run is `studies.rehearsal_study`, started by
 conftest.py beside the Ray engine's study as soon as the demo is done; the project is removed after it.
 """
 from __future__ import annotations
@@ -129,7 +129,7 @@ def check_rehearsal(r: Rehearsal) -> None:
     assert set(answered) <= {"200", "404"} and answered.count("404") <= 1, answered
     assert answered.count("200") == len(cache) + 2
     assert {c["model"] for c in cache} == {SERVED[0]} and all(c["text"] is not None for c in cache)
-    # the training container, killed (SIGKILL) once it had a complete checkpoint: the study's executor retried the
+    # the training container, killed (SIGKILL) once it had a complete checkpoint: the study's engine retried the
     # unit (a container killed is transient), which resumed from that checkpoint (its log, on the host) and finished
     assert r.killed.get("rc") == 0, f"no training container was killed: {r.killed}"
     assert re.search(r"^\[retry\] train:3b:grpo:\w+: attempt 1 failed \(container killed \(exit 137\)", out, re.M), out

@@ -1,11 +1,11 @@
 """The scheduler benchmark (benchmarks/scheduler.py) with short sleeps: the 3b study's units through the real
-local executor, today's order against measurements following each run (the full run:
+local engine, today's order against measurements following each run (the full run:
 `python -m benchmarks.scheduler`, docs/scheduler.md)."""
 
 from benchmarks.scheduler import SleepUnit, ideal, run, study_costs
 
 
-def test_the_ideal_schedule_follows_the_executor_s_rule():
+def test_the_ideal_schedule_follows_the_engine_s_rule():
     """Hand-computed: two 1 s runs on one training slot, each followed by a 0.5 s and a 1 s job on two
     measurement slots: the second run ends at 2 s, its jobs (different checkpoints) end at 3 s."""
     from orchestrate.units import batches
@@ -26,7 +26,7 @@ def test_measurements_following_each_run_finish_no_later_than_today_s_order():
     rows = run(train_seconds=0.2, train_gpus=(), log=lambda *a: None, costs=(train, jobs), elastic=False)
     a, b = rows
     assert b["ideal_s"] <= a["ideal_s"], rows   # exact for the weights; the measured makespans are the benchmark's
-    # to print (under load they swap: CI once measured (b) 10.1 s against (a) 9.6 s), but the real executor never
+    # to print (under load they swap: CI once measured (b) 10.1 s against (a) 9.6 s), but the real engine never
     # beats the replay of its own rule: every unit slept its cost
     assert all(r["makespan_s"] >= 0.99 * r["ideal_s"] for r in rows), rows
     assert 0 < a["busy"] <= a["ideal_busy"] <= 1
@@ -49,7 +49,7 @@ def test_one_pool_lets_training_gpus_join_the_measurement_tail():
 
 
 def test_the_elastic_order_is_near_the_lower_bound_for_the_default_study():
-    """Issue 39's goals for the default 7-method study on 8 GPUs, on the ideal replay of the executor's rule (exact
+    """Issue 39's goals for the default 7-method study on 8 GPUs, on the ideal replay of the engine's rule (exact
     for the weights): makespan <= 1.15 x the lower bound, GPU busy >= 80%, and well below today's order (b)."""
     from orchestrate.units import batches
 
@@ -68,13 +68,13 @@ def test_the_elastic_order_is_near_the_lower_bound_for_the_default_study():
     assert elastic < 0.25 * today
 
 
-def test_the_local_executor_honours_the_pool(tmp_path):
-    """The real executor with parallel["any"]: never more batches at once than the pool, whatever the roles allow
+def test_the_local_engine_honours_the_pool(tmp_path):
+    """The real engine with parallel["any"]: never more batches at once than the pool, whatever the roles allow
     (start and end times written by the batches themselves)."""
     import shlex
     from dataclasses import dataclass
 
-    from orchestrate.executors import execute
+    from orchestrate.engines import execute
 
     log = tmp_path / "times.log"
 

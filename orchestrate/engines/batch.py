@@ -1,4 +1,4 @@
-"""Running one batch of work units as a subprocess in its role's environment (shared by both executors).
+"""Running one batch of work units as a subprocess in its role's environment (shared by both engines).
 
 A batch is a list of units of one group (orchestrate.units.batches): a training run alone, or the measurement
 jobs of one checkpoint. `run_batch` skips units already complete, runs the rest in one child process
@@ -6,7 +6,7 @@ of the role's python (`orchestrate.units.role_python`), appends its output to `<
 and classifies the outcome:
 
     all outputs complete                 -> returns a summary
-    child killed by a signal, exit 75,   -> TransientUnitError (an executor retries it, elsewhere if it can)
+    child killed by a signal, exit 75,   -> TransientUnitError (an engine retries it, elsewhere if it can)
     its launcher's kill status (a killed
     container: exit 137/143, rcea.launch
     `killed`), or a named transient error
@@ -58,7 +58,7 @@ def log_path(data_root, group: str) -> Path:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: receive SIGKILL when the parent (the executor's worker) dies."""
+    """In the child before exec: receive SIGKILL when the parent (the engine's worker) dies."""
     try:
         import ctypes
 
@@ -76,7 +76,7 @@ def child_env(data_root, env: dict | None, gpu_ids, gpu_env: str = "CUDA_VISIBLE
     """The unit's environment: RCEA_DATA is the host's data folder (a container's bind-mount source)."""
     out = dict(os.environ, **(env or {}), RCEA_DATA=str(data_root))
     out.setdefault("OMP_NUM_THREADS", "1")   # one CPU thread per unit unless asked (tiny models on shared CPUs)
-    if gpu_ids is not None:   # the executor's assignment (Ray's, or a local GPU pool); an empty list hides every GPU
+    if gpu_ids is not None:   # the engine's assignment (Ray's, or a local GPU pool); an empty list hides every GPU
         out[gpu_env] = ",".join(str(g) for g in gpu_ids)   # a container's: compose.yaml's TRAIN_GPU
     return out
 

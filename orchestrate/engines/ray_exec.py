@@ -1,4 +1,4 @@
-"""The Ray executor: each batch of work units is one Ray task wrapping the batch's subprocess.
+"""The Ray engine: each batch of work units is one Ray task wrapping the batch's subprocess.
 
 Placement: a training batch asks for one GPU and one unit of the custom resource `train`, a measurement
 batch for one GPU and one `infer`; worker nodes advertise these by the image they run
@@ -7,7 +7,7 @@ task hands `ray.get_gpu_ids()` to the subprocess as CUDA_VISIBLE_DEVICES.
 
 Failures: Ray retries a task whose worker process or node died (`max_retries`), and a task that raised
 TransientUnitError (the subprocess was killed, ran out of GPU memory, lost a connection; see
-orchestrate.executors.batch). Training tasks get a fresh worker process each (`max_calls=1`). Each attempt
+orchestrate.engines.batch). Training tasks get a fresh worker process each (`max_calls=1`). Each attempt
 reports its start (node, pid, GPUs) to a small actor on the driver's node; the driver writes these into
 its state store (unit records) and prints a `[retry]` line when a unit starts again.
 
@@ -21,7 +21,7 @@ import os
 import socket
 import time
 
-from orchestrate.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
+from orchestrate.engines.batch import TransientUnitError, UnitError, driver_env, run_batch
 from orchestrate.units import SLOTS
 
 
@@ -126,7 +126,7 @@ def run_ray(batches, data_root, store, progress, report, log=print, address: str
             on_event=None, init_kwargs: dict | None = None, poll_s: float = 0.5, expand=None,
             limit: dict | None = None) -> None:
     """Run `batches` as Ray tasks; `expand(batch)` gives the batches that may start once `batch` is complete
-    (orchestrate.executors.execute's `follow`), submitted at once. `limit` ({role: n}) caps the batches of a
+    (orchestrate.engines.execute's `follow`), submitted at once. `limit` ({role: n}) caps the batches of a
     role in flight, whatever the cluster offers (--num-workers: the measurement workers under every engine)."""
     ray = _ray()
     started = connect(address, parallel, gpus, init_kwargs, log)

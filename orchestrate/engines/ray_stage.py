@@ -7,7 +7,7 @@ Stage `train` becomes one TrainUnit per method, and as soon as a run has finishe
 its measurement jobs follow (listed by `python -m infer plan`, the inference role's command line, the
 base-policy jobs once), grouped per checkpoint, while the other runs still train. Stage `workers` plans every
 run's jobs again and runs what is left (nothing, unless a kill interrupted the train stage). Both go to
-`orchestrate.executors.execute(..., engine="ray")`. The other stages
+`orchestrate.engines.execute(..., engine="ray")`. The other stages
 (prepare, judge, modes, audit, aggregate, results) are not GPU work units: they run through `local`,
 the default engine. Overrides reach every unit through RCEA_OVERRIDES (set by the study task).
 """
@@ -73,7 +73,7 @@ class RayStage:
         return [u for m in self.methods for u in self.plan(m)]
 
     def run(self, units, stage: str, follow=None) -> None:
-        from orchestrate.executors import execute
+        from orchestrate.engines import execute
 
         opts = {"address": self.address, "gpus": self.gpus}
         if not self.address:   # a local Ray: the scale's training slots and the measurement workers

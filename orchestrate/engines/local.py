@@ -1,4 +1,4 @@
-"""The local executor: batches as subprocesses on this machine, a few at a time per role.
+"""The local engine: batches as subprocesses on this machine, a few at a time per role.
 
 `parallel` caps the batches of each role running side by side (default: two training runs, one
 measurement process, as the tiny demo runs them on a small CPU); its key "any", when given, caps the batches of
@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from orchestrate.executors.batch import TransientUnitError, UnitError, driver_env, run_batch
+from orchestrate.engines.batch import TransientUnitError, UnitError, driver_env, run_batch
 from orchestrate.units import SLOTS
 
 DEFAULT_PARALLEL = SLOTS["cpu"]

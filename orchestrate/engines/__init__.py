@@ -6,7 +6,7 @@
 Both skip units whose outputs are complete, group measurement jobs of one checkpoint into one process
 (orchestrate.units.batches), record every unit in the state store's unit records (rcea.state: under the local
 engine the data folder's store, beside the queue's jobs; under Ray the same schema on the driver's own disk,
-rcea.state.default_path), print stage counts with the time left (orchestrate.executors.progress), and retry
+rcea.state.default_path), print stage counts with the time left (orchestrate.engines.progress), and retry
 transient failures. `report.failed` maps each unit that
 could not be completed to its reason; the caller decides whether that stops the study.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrate.executors.progress import Progress
+from orchestrate.engines.progress import Progress
 from orchestrate.units import batches
 from rcea.state import Store, default_path
 
@@ -91,9 +91,9 @@ def execute(units, engine: str = "local", data_root=None, store_path=None, log=p
     try:
         if todo:
             if engine == "local":
-                from orchestrate.executors.local import run_local as runner
+                from orchestrate.engines.local import run_local as runner
             else:
-                from orchestrate.executors.ray_exec import run_ray as runner
+                from orchestrate.engines.ray_exec import run_ray as runner
             runner(todo, root, store, progress, report, log=log, expand=expand, **options)
     finally:
         store.close()

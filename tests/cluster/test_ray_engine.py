@@ -1,5 +1,5 @@
-"""The Ray executor on a local Ray with eight fake GPUs: placement, grouping, failure classification,
-restart, and the real measurement units giving the same Parquet tables as the local executor."""
+"""The Ray engine on a local Ray with eight fake GPUs: placement, grouping, failure classification,
+restart, and the real measurement units giving the same Parquet tables as the local engine."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.executors import execute
+from orchestrate.engines import execute
 from rcea.state import Store
-from orchestrate.executors.ray_exec import task_options
+from orchestrate.engines.ray_exec import task_options
 from rcea.paths import project_root
 from orchestrate.units import MeasureUnit
 from tests.cluster.standin import StandIn, expected
@@ -130,7 +130,7 @@ def tiny_run(tmp_path_factory):
     return root, [json.loads(line) for line in out.getvalue().splitlines()]
 
 
-def test_real_measurement_units_give_the_local_executors_tables(ray_local, tiny_run, tmp_path):
+def test_real_measurement_units_give_the_local_engines_tables(ray_local, tiny_run, tmp_path):
     template, jobs = tiny_run
     assert {"greedy:base-0", "greedy:grpo-2", "greedy:grpo-4", "passk:grpo-4"} <= {j["key"] for j in jobs}
     # Two jobs of the final checkpoint: one group, so one process per engine loads the model once.
