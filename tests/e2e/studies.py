@@ -57,10 +57,10 @@ def _count(data: Path, progress: str | None) -> int:
     return len(list(data.glob(PROGRESS[progress]))) if progress else 0
 
 
-def _run_until_killed(cmd, env, data: Path, target, rng: random.Random) -> tuple[str, float, str] | None:
+def _run_until_killed(cmd, env, data: Path, target, rng: random.Random):
     """Start `cmd` in its own process group, wait for `target` (stage, progress; see KILL_WITHIN), then kill -9
-    the whole group. Returns (the stage running at the kill, the delay, the output), or None if the study
-    finished first."""
+    the whole group. Returns (the stage running at the kill, the delay, the output), or, if the study finished
+    first, that uninterrupted run (a CompletedProcess; stderr merged into stdout)."""
     stage, progress = target
     before = _count(data, progress)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -102,18 +102,21 @@ def _run_until_killed(cmd, env, data: Path, target, rng: random.Random) -> tuple
     out = "".join(lines)
     if finished:
         assert proc.returncode == 0, f"the study failed before its kill in {stage}:\n{out[-4000:]}"
-        return None
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
     return STAGES[max(seen[0], 1) - 1], delay, out
 
 
 def killed_and_rerun(cmd, env, data: Path, targets, seed: int) -> KilledStudy:
     """Kill the study once at each of `targets` ((stage, progress) in order; each a fresh start of the same
-    command, at a seeded random moment of that stage), then run it to the end once more."""
+    command, at a seeded random moment of that stage), then run it to the end once more. A start that finished
+    before its kill is that last run (rerunning it would only reuse everything again: the demo's second run
+    checks that), so the later targets are not tried."""
     rng, result = random.Random(seed), KilledStudy(None, started=time.time())
     for target in targets:
         got = _run_until_killed(cmd, env, data, target, rng)
-        if got is None:
-            break
+        if isinstance(got, subprocess.CompletedProcess):
+            result.run = got
+            return result
         running, delay, out = got
         result.kills.append((target[0], running, round(delay, 1)))
         result.outputs.append(out)
