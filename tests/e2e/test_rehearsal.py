@@ -106,8 +106,12 @@ def check_rehearsal(r: Rehearsal) -> None:
         assert (env["WORKER_RANK"], env["NUM_WORKERS"]) == (str(i), "2"), name
         assert env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind", name   # not every engine pinned to core 0
         assert env["TORCHDYNAMO_DISABLE"] == "1", name              # no Inductor build of the sampler at start
+        assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0", name   # the engine core in the worker's process
         assert state["ExitCode"] == 0 and "--backend" in by_service[name]["Config"]["Cmd"], name
     assert by_service["infer-workers"]["State"]["ExitCode"] == 0
+    # one Python per worker: no engine core or model runner process of its own logs a line (compose.cpu.yaml)
+    assert not re.search(r"^infer-worker-\d+-1 +\| \((EngineCore|Worker) pid=", out, re.M)
+    assert env_of(by_service["judge"])["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"   # its runner in its engine core
 
     # every service ran as a container of the project (the one-off runs are gone; the daemon's events remain)
     started = {e["Actor"]["Attributes"]["com.docker.compose.service"] for e in r.events}
