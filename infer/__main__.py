@@ -103,6 +103,10 @@ def cmd_worker(args) -> int:
               f"Enqueue the measurements first: `invoke infer --scale {args.scale} --method M` for each trained "
               f"method, or run the whole study: `invoke study --scale {args.scale}`.", file=sys.stderr)
         return 2
+    if args.until_empty and not _work_ahead(args.scale):   # before torch, vLLM and the other processes load
+        print(f"worker: nothing to do: no job is pending or running and the queue {state_path(args.scale)} is "
+              "closed", flush=True)
+        return 0
     if args.progress:   # per-job lines and library warnings to the log, one progress line here (infer.console)
         from infer.console import watch_queue
 
@@ -140,6 +144,19 @@ def cmd_worker(args) -> int:
         return 1
     print(f"worker finished: {stats}; queue: {q.counts()}")
     return max([0, *(p.wait() for p in others)])
+
+
+def _work_ahead(scale: str) -> bool:
+    """Whether a job is pending, waiting (cheaply) while the queue is open or another worker holds a job: False
+    once it is drained (infer.queue wait_for_work)."""
+    from infer.queue import Queue
+    from rcea.layout import state_path
+
+    q = Queue(state_path(scale))
+    try:
+        return q.wait_for_work()
+    finally:
+        q.store.close()
 
 
 def _sibling_worker(args):

@@ -194,5 +194,18 @@ class Queue:
         counts = counts or self.counts()
         return not counts["pending"] and not counts["running"] and not self.is_open()
 
+    def wait_for_work(self, poll_s: float = 1.0, sleep=time.sleep) -> bool:
+        """Wait, cheaply (a read of the store every `poll_s` seconds), until a job is pending (True) or the queue is
+        drained (False: nothing pending or running and not open). A `--until-empty` worker asks this before it loads
+        its libraries, so one with nothing to do (a rerun whose jobs are all complete) exits at once; a job held by
+        a worker that dies returns to pending here, as at a claim."""
+        while True:
+            counts = self.counts()
+            if counts["pending"]:
+                return True
+            if self.drained(counts):
+                return False
+            sleep(poll_s)
+
     def jobs(self) -> list[dict]:
         return self.store.rows("SELECT * FROM jobs ORDER BY id")

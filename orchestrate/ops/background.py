@@ -84,6 +84,11 @@ class Background:
                 return True
         return False
 
+    def ended(self, argv) -> bool:
+        """Wait for the background process running exactly `argv`, if there is one, leaving it to `join`/`finish`
+        (which report a failure); True when it exited 0 (or there is none)."""
+        return all(proc.wait() == 0 for a, proc in self.procs if a == tuple(argv))
+
     def finish(self) -> None:
         """Wait for the one-off background commands (enqueue, `up -d`); a failure stops the study."""
         for argv, _ in list(self.procs):

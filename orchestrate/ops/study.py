@@ -230,9 +230,37 @@ def run_local(c, stage: Stage, log_dir: Path) -> None:
         lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
         raise Exit(f"{len(failed)} of {len(stage.units)} unit(s) of stage {stage.key} failed:\n{lines}\n"
                    "fix the cause and rerun: complete units are skipped", code=1)
+    if elastic and not _measurements_left(stage, host):   # every run and its enqueue done: nothing more comes
+        print(f"study: every measurement job is complete: no measurement worker starts on the {len(elastic)} "
+              "slot(s) training leaves free", flush=True)
+        elastic.clear()
     for _, argv, where in list(elastic):   # slots no unit took (every run complete before): workers there too
         elastic.pop(0)
         _start_worker(argv, log_dir, where, len(stage.elastic) - len(elastic), len(stage.elastic))
+
+
+def _measurements_left(stage: Stage, host: Path) -> bool:
+    """Once every training run and its enqueue are done: whether the queue (the state store, rcea.state) still has
+    a job pending or running, after the stage's background enqueues (`quiet`: the base policy's) have ended. The
+    enqueues have brought the store in line with the files (a job whose table parts are complete is done, one
+    marked done whose parts are missing is pending again: infer.queue), so none left means no worker has work;
+    a failed enqueue, a missing or an unreadable store count as work left (the workers stage says what is wrong)."""
+    from infer.queue import Queue
+
+    if not all([BACKGROUND.ended(argv) for argv in stage.quiet]):   # a failed one: the workers stage names it
+        return True
+    path = layout.state_path(stage.scale, host)
+    if not path.is_file():
+        return True
+    try:
+        q = Queue(path)
+        try:
+            counts = q.counts()   # a job whose holder on this host is gone is pending again (infer.queue)
+        finally:
+            q.store.close()
+    except Exception:   # rcea.state's OperationalError / StoreDamaged: the workers report it
+        return True
+    return bool(counts["pending"] or counts["running"])
 
 
 def _start_worker(argv, log_dir: Path, where: str, i: int, n: int) -> None:

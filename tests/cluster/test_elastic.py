@@ -123,3 +123,44 @@ def test_the_study_starts_the_workers_on_freed_slots_in_its_background(tmp_path,
     monkeypatch.setattr(st, "run_all", lambda c, cmds, **kw: lines.extend(cmds))
     st.run_local(dry, stage, tmp_path / "logs")
     assert capfd.readouterr().out.count("&   # once training frees a slot and no run is left to start") == 3
+
+
+@pytest.mark.parametrize("enqueues", [0, 1])
+def test_an_all_complete_rerun_starts_no_worker_unless_an_enqueue_finds_work(tmp_path, monkeypatch, capfd, enqueues):
+    """Every training run complete (skipped) and the queue's jobs all done: once the stage's background enqueue
+    (the base policy's, here a stand-in that takes a moment) has ended, the freed slots start no measurement
+    worker; the same rerun whose enqueue leaves a job pending (its table part is gone) starts them all."""
+    from invoke import Config, Context
+
+    from infer.queue import Queue
+    from orchestrate.ops import study as st
+    from orchestrate.ops.background import BACKGROUND
+    from rcea.layout import state_path
+
+    monkeypatch.setenv("RCEA_DATA", str(tmp_path))
+    monkeypatch.setenv("RCEA_STATE", str(tmp_path / "units.sqlite"))
+    runs = [StandIn(f"c{i}", role="train") for i in range(2)]
+    for u in runs:   # complete before the stage: skipped
+        u.output(tmp_path).parent.mkdir(parents=True, exist_ok=True)
+        u.output(tmp_path).write_text("x")
+        (u.output(tmp_path).parent / f"{u.name}.txt.manifest.json").write_text('{"artifact": "x"}')
+    q = Queue(state_path("tiny", tmp_path))
+    q.enqueue("done", "k", {})
+    q.finish(q.claim("w").id, "w")
+    enqueue = (sys.executable, "-c", "import sys, time; from infer.queue import Queue; time.sleep(0.5); "
+                                     f"[Queue(sys.argv[1]).enqueue('redo', 'k', {{}}) for _ in range({enqueues})]",
+               str(state_path("tiny", tmp_path)))
+    workers = tuple((d, (sys.executable, "-c", "pass"), "a slot") for d in (0, 1))
+    stage = st.Stage("train", "train", tuple(st.Unit(u.name, (("true",),), u) for u in runs), parallel=2,
+                     background=(enqueue,), quiet=(enqueue,), elastic=workers)
+    try:
+        st.run_local(Context(Config(overrides={"run": {"in_stream": False}})), stage, tmp_path / "logs")
+        started = [argv for argv, _ in BACKGROUND.procs if argv != enqueue]
+        BACKGROUND.finish()
+    finally:
+        BACKGROUND.stop()
+    out = capfd.readouterr().out
+    assert started == [w[1] for w in workers] * enqueues   # the enqueue was waited for either way
+    assert ("study: every measurement job is complete: no measurement worker starts on the 2 slot(s)" in out) \
+        == (not enqueues)
+    assert out.count("measurement worker") == (1 if not enqueues else 2), out

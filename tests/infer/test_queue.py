@@ -4,6 +4,7 @@ import json
 import threading
 import time
 
+import pytest
 
 from infer.queue import Queue
 from infer.worker import run_worker
@@ -262,9 +263,6 @@ def _damaged_queue(tmp_path, how: str):
     return path
 
 
-import pytest  # noqa: E402
-
-
 @pytest.mark.parametrize("how", ["truncated", "header", "pages"])
 def test_a_damaged_queue_is_moved_aside_and_rebuilt_in_one_line(tmp_path, capsys, how):
     """Issue 31: a damaged queue.sqlite ended in a raw sqlite3.DatabaseError naming neither the file nor the fix.
@@ -470,3 +468,53 @@ def test_a_failed_job_whose_parts_were_completed_later_is_done_and_the_check_pas
     assert f"complete {first['key']}  (its table parts are complete: marked done)" in capsys.readouterr().out
     assert {j["state"] for j in q.jobs()} == {"done"} and q.counts()["failed"] == 0
     assert main(["status", "--scale", "tiny", "--check"]) == 0
+
+
+def test_wait_for_work_returns_once_a_job_is_pending_or_the_queue_is_drained(tmp_path):
+    """What an `--until-empty` worker asks before it loads its libraries: it waits while the queue is open or
+    another worker holds a job, and answers True once a job is pending, False once nothing can come."""
+    q = Queue(tmp_path / "q.sqlite")
+    q.enqueue("done", "k", {})
+    q.finish(q.claim("w").id, "w")
+    assert q.wait_for_work(sleep=lambda s: pytest.fail("a drained queue waits for nothing")) is False
+    q.open("study")
+    answers = []
+    waiter = threading.Thread(target=lambda: answers.append(q.wait_for_work(poll_s=0.02)))
+    waiter.start()
+    time.sleep(0.2)
+    assert waiter.is_alive() and answers == []      # open and empty: waits
+    q.enqueue("late", "k", {})
+    waiter.join(timeout=5)
+    assert answers == [True]
+    held = q.claim("w")                              # held by a live worker, the queue closed: still waits
+    q.close("study")
+    sleeps = []
+
+    def finish_it(s):
+        sleeps.append(s)
+        q.finish(held.id, "w")
+
+    assert q.wait_for_work(poll_s=0.5, sleep=finish_it) is False and sleeps == [0.5]
+
+
+def test_an_until_empty_worker_with_nothing_to_do_exits_at_once_without_loading_torch(tmp_path):
+    """A rerun whose jobs are all complete: the worker command (with its sibling processes and the progress
+    line, as the study starts it) says so in one line and exits 0 before it imports torch or starts a sibling."""
+    import os
+    import subprocess
+    import sys
+
+    from rcea.layout import state_path
+
+    q = Queue(state_path("tiny", tmp_path))
+    q.enqueue("done", "k", {})
+    q.finish(q.claim("w").id, "w")
+    code = ("import sys; from infer.__main__ import main\n"
+            "rc = main(['worker', '--scale', 'tiny', '--until-empty', '--processes', '2', '--progress'])\n"
+            "print('torch loaded' if 'torch' in sys.modules else 'no torch'); sys.exit(rc)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, RCEA_DATA=str(tmp_path)),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"worker: nothing to do: no job is pending or running and the queue "
+                                       f"{state_path('tiny', tmp_path)} is closed", "no torch"], out.stdout
+    assert not (tmp_path / "logs").exists()          # no progress watcher, no per-worker log
