@@ -1,7 +1,8 @@
-"""`python -m train.plan --scale 3b --gpu h100-80gb [--num-gpus 8] [--override k=v ...]`: will the study fit,
-and how long will it take (docs/plan.md). Runs on CPU in the train environment at every scale: the passes are
-measured with fake tensors (train/fake_pass.py), nothing is cached. Exit 1 when a stage does not fit, naming the
-setting that would make it fit; 2 on a bad argument.
+"""`python -m train.plan --scale 3b --gpu h100-80gb [--num-gpus 8] [--override k=v ...] [--fresh]`: will the study
+fit, and how long will it take (docs/plan.md). Runs on CPU in the train environment at every scale: the passes are
+measured with fake tensors (train/fake_pass.py) and kept (train/plan_cache.py: reused while the shape, the
+measuring code, the traced libraries and every setting the measurement read are unchanged; --fresh measures
+again). Exit 1 when a stage does not fit, naming the setting that would make it fit; 2 on a bad argument.
 """
 
 from __future__ import annotations
@@ -18,31 +19,48 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def measure_scale(cfg, shape: Shape, log=_say) -> dict:
-    """The scale's measured passes at the real shapes: resident bytes, update and rollout passes, the scorer."""
-    from infer.kinds import token_budget
+def _passes(cfg, shape: Shape, log) -> tuple:
+    """(update, rollout) Measured at the real shapes; the checkpoint floor for both where no card holds it."""
     from train import fake_pass as fp
 
-    t0 = time.time()
-    resident, trainable = fp.resident(cfg, shape)
     floor = fp.checkpoint_floor(cfg, shape)
     if floor > max(c.memory_gib for c in pd.cards().values()) * GIB:
         # no card holds even the checkpointed layer inputs: the passes are not measured (a huge micro-batch
         # would take minutes of fake tensors), the floor stands for both
         log(f"[plan] the micro-batch's checkpointed layer inputs alone need {floor / GIB:.0f} GiB, more than any "
             "card holds; its passes are not measured")
-        update = rollout = fp.Measured(floor, float("nan"))
-    else:
-        log(f"[plan] measuring the update pass (fake tensors, {shape.name}) ...")
-        update = fp.measure_depth(cfg, shape, "update")
-        log(f"[plan] measuring the rollout passes ... ({time.time() - t0:.0f}s)")
-        rollout = fp.measure_depth(cfg, shape, "rollout")
-    log(f"[plan] measuring the workers' scoring pass ... ({time.time() - t0:.0f}s)")
+        return fp.Measured(floor, float("nan")), fp.Measured(floor, float("nan"))
+    t0 = time.time()
+    log(f"[plan] measuring the update pass (fake tensors, {shape.name}) ...")
+    update = fp.measure_depth(cfg, shape, "update")
+    log(f"[plan] measuring the rollout passes ... ({time.time() - t0:.0f}s)")
+    return update, fp.measure_depth(cfg, shape, "rollout")
+
+
+def _scorer(cfg, shape: Shape, log):
+    """The workers' scoring pass, Measured at the real depth."""
+    from infer.kinds import token_budget
+    from train import fake_pass as fp
+
+    log("[plan] measuring the workers' scoring pass ...")
     seq = cfg["data.max_prompt_tokens"] + token_budget(cfg)
     got = {d: fp.measure_scorer(cfg, shape, d, cfg["measure.scorer_batch"], seq, cfg["probe.entropy_chunk"])
            for d in fp.DEPTHS}
-    scorer = fp.Measured(fp.extrapolate({d: m.peak_bytes for d, m in got.items()}, shape.layers),
-                         fp.extrapolate({d: m.flops for d, m in got.items()}, shape.layers))
+    return fp.Measured(fp.extrapolate({d: m.peak_bytes for d, m in got.items()}, shape.layers),
+                       fp.extrapolate({d: m.flops for d, m in got.items()}, shape.layers))
+
+
+def measure_scale(cfg, shape: Shape, log=_say, fresh: bool = False) -> dict:
+    """The scale's measured passes at the real shapes: resident bytes, update and rollout passes, the scorer.
+    Each part is kept apart (train/plan_cache.py) and reused where its inputs are unchanged, unless `fresh`: a
+    changed micro-batch measures the passes again, not the scorer."""
+    from train import fake_pass as fp
+    from train import plan_cache
+
+    t0 = time.time()
+    resident, trainable = plan_cache.measured("resident", cfg, shape, lambda c: fp.resident(c, shape), log, fresh)
+    update, rollout = plan_cache.measured("passes", cfg, shape, lambda c: _passes(c, shape, log), log, fresh)
+    scorer = plan_cache.measured("scorer", cfg, shape, lambda c: _scorer(c, shape, log), log, fresh)
     log(f"[plan] measured in {time.time() - t0:.0f}s")
     return {"resident": resident, "trainable": trainable, "update": update, "rollout": rollout,
             "scorer": {"pass": scorer, "trainable": trainable}}
@@ -92,9 +110,13 @@ def study_jobs(cfg, scale: str, methods) -> dict:
     return out
 
 
-def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say, measured: dict | None = None) -> dict:
+def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say, measured: dict | None = None,
+         fresh: bool = False) -> dict:
     """Every stage of `scale` on card `gpu`, and what was measured (card-independent: pass it back as
-    `measured` to plan another card without measuring again)."""
+    `measured` to plan another card without measuring again). The passes' measurement comes from the cache
+    (train/plan_cache.py) where it holds one for these inputs, unless `fresh`."""
+    from train import plan_cache
+
     from rcea.config import METHODS, load_config
     from train import envelope as ev
 
@@ -102,12 +124,13 @@ def plan(scale: str, gpu: str, overrides=(), methods=None, log=_say, measured: d
     methods = list(methods or METHODS)
     base_cfg = load_config(scale, "grpo", list(overrides))   # the passes' loss: GRPO's (objective_bytes: the rest)
     shape = pd.shape(base_cfg["model.name"])
-    m = measured or measure_scale(base_cfg, shape, log)
+    m = measured or measure_scale(base_cfg, shape, log, fresh)
     if "objectives" not in m:
         m["objectives"] = {}
         for method in methods:
             cfg = load_config(scale, method, list(overrides))
-            m["objectives"][method] = (cfg, objective_bytes(cfg, shape))
+            m["objectives"][method] = (cfg, plan_cache.measured("objective", cfg, shape,
+                                                                lambda c: objective_bytes(c, shape), log, fresh))
     if "jobs" not in m:
         m["jobs"] = study_jobs(base_cfg, scale, methods)
     stages = [ev.train_stage(cfg, shape, card, m, extra) for cfg, extra in m["objectives"].values()]
@@ -172,6 +195,7 @@ def main(argv=None) -> int:
                     "table, exit 0); default: the scale's first training card (its scale file's [targets])")
     ap.add_argument("--num-gpus", type=int, default=8)
     ap.add_argument("--override", action="append", default=[])
+    ap.add_argument("--fresh", action="store_true", help="measure again instead of reusing a kept measurement")
     a = ap.parse_args(argv)
     from rcea.config import SCALES, ConfigError
 
@@ -190,12 +214,12 @@ def main(argv=None) -> int:
         if gpu == "all":   # a survey: every card's table from one measurement, exit 0
             measured = None
             for name in pd.cards():
-                result = plan(a.scale, name, a.override, measured=measured)
+                result = plan(a.scale, name, a.override, measured=measured, fresh=a.fresh)
                 measured = result["measured"]
                 print("\n".join(render(result, a.num_gpus)) + "\n")
             return 0
         pd.card(gpu)
-        result = plan(a.scale, gpu, a.override)
+        result = plan(a.scale, gpu, a.override, fresh=a.fresh)
     except ConfigError as exc:
         print(f"plan: {exc}", file=sys.stderr)
         return 2

@@ -3,6 +3,8 @@ the logits arithmetic, the depth extrapolation, and every scale's stages on its 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from rcea.config import SCALES, load_config
 from rcea.launch import launch
 from train import fake_pass as fp
 from train import plan as tp
+from train import plan_cache
 from train import plan_data as pd
 from train.plan_data import GIB, Shape
 
@@ -19,6 +22,15 @@ def plain_process(fresh_accelerate):
     """Each measurement prepares its policy with its own Accelerator(mixed_precision="bf16"), as train.plan does in
     its own process: no AcceleratorState or process group of an earlier test in this area."""
     yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plan_cache_folder(tmp_path_factory):
+    """The plan's kept measurements in this module's own folder: every test measures what it tests (none reads
+    an entry the project's .cache/plan kept from an earlier run)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RCEA_PLAN_CACHE", str(tmp_path_factory.mktemp("plan-cache")))
+        yield
 
 SMALL = Shape("small", hidden=128, layers=4, heads=4, kv_heads=2, intermediate=256, vocab=1000, tied=True,
               context=4096)
@@ -125,6 +137,33 @@ def test_every_stage_fits_its_target_cards(scale, measured):
             lines += [f"{s.name} on {card}: {s.peak_gib:.1f} GiB, fix {s.fix}" for s in got["stages"]
                       if s.role == role and not s.fits]
     assert not lines, "\n".join(lines)
+
+
+def test_the_measurement_is_kept_by_the_settings_it_read(tmp_path, monkeypatch):
+    """The second plan with the same inputs reuses the first's measurement, part by part (equal values, the plan
+    says so); a setting the passes read (the micro-batch) measures the passes again, the resident weights and the
+    scorer (which never read it) are reused; a setting nothing reads (the judge's model) measures nothing. Each
+    entry records what its part read (the log-prob chunk among the passes'), with its value."""
+    monkeypatch.setenv("RCEA_PLAN_CACHE", str(tmp_path))
+    said = []
+
+    def run(*extra):
+        said.clear()
+        m = tp.measure_scale(load_config("3b", "grpo", [*SMALL_RUN, *extra]), SMALL, said.append)
+        return m, {w.split("of the ")[1].split()[0] for w in said if w.startswith("[plan] stored")}
+
+    first, stored = run()
+    assert stored == {"resident", "passes", "scorer"}
+    [entry] = plan_cache.folder().glob("passes-*.json")
+    reads = json.loads(entry.read_text())["reads"]
+    assert reads["train.per_device_batch"] == 4 and "train.logprob_chunk_tokens" in reads
+    assert "train.lora_rank" in reads and ":method" in reads and "judge.model" not in reads
+    assert "train.save_steps" not in reads   # lora_config reads its four keys of the train section, not all
+    again, stored = run("judge.model=another/judge")
+    assert again == first and not stored and sum("reused the measurement" in w for w in said) == 3
+    smaller, stored = run("train.per_device_batch=2")
+    assert stored == {"passes"} and smaller["update"].peak_bytes < first["update"].peak_bytes
+    assert smaller["scorer"] == first["scorer"] and smaller["resident"] == first["resident"]
 
 
 def test_the_plan_says_no_to_a_huge_micro_batch(capsys):
