@@ -23,7 +23,7 @@ local Ray without an address) and the rest here. Stages:
     judge       process validity of the verified successes (rules in the toy world, else the LLM judge)
     modes       semantic modes: induce, assign, reconcile, freeze (rules in the toy world, else the codebook)
     audit       the partition-audit sample (drawn once; annotate with `invoke audit --serve`)
-    aggregate   estimators, tables, figures, report
+    aggregate   estimators, tables, figures, report (kept when nothing they are made from has changed)
     results     data/results/<scale> copied to results/<scale> on the host
 
 Every command skips what is already complete (manifests, the queue's job states, a drawn audit), so a
@@ -134,7 +134,7 @@ def study_stages(scale: str, methods, num_workers: int | None = None, host_gpus:
                          [_unit("modes", cmd.labels_command(scale, "modes"), *down)]))
     stages.append(_stage("audit", "audit sample (pairs for the partition audit; drawn once)",
                          [_unit("audit", cmd.audit_command(scale, "sample", "--if-missing"))]))
-    stages.append(_stage("aggregate", "aggregate", [_unit("aggregate", cmd.aggregate_command(scale))]))
+    stages.append(_stage("aggregate", "aggregate", [_unit("aggregate", cmd.aggregate_command(scale, if_changed=True))]))
     stages.append(_stage("results", f"results -> {cmd.published_dir(scale)}/",
                          [_unit("results", cmd.publish_command(scale))]))
     return stages
@@ -245,22 +245,18 @@ def _measurements_left(stage: Stage, host: Path) -> bool:
     enqueues have brought the store in line with the files (a job whose table parts are complete is done, one
     marked done whose parts are missing is pending again: infer.queue), so none left means no worker has work;
     a failed enqueue, a missing or an unreadable store count as work left (the workers stage says what is wrong)."""
-    from infer.queue import Queue
+    from rcea.state import read
 
     if not all([BACKGROUND.ended(argv) for argv in stage.quiet]):   # a failed one: the workers stage names it
         return True
     path = layout.state_path(stage.scale, host)
     if not path.is_file():
         return True
-    try:
-        q = Queue(path)
-        try:
-            counts = q.counts()   # a job whose holder on this host is gone is pending again (infer.queue)
-        finally:
-            q.store.close()
-    except Exception:   # rcea.state's OperationalError / StoreDamaged: the workers report it
+    try:   # a job still marked running (its holder may be gone: a worker reclaims it) counts as work left
+        left = read(path, "SELECT count(*) AS n FROM jobs WHERE state IN ('pending', 'running')")[0]["n"]
+    except Exception:   # a busy, damaged or older store: the workers open it and report what is wrong
         return True
-    return bool(counts["pending"] or counts["running"])
+    return bool(left)
 
 
 def _start_worker(argv, log_dir: Path, where: str, i: int, n: int) -> None:
