@@ -38,6 +38,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bad-parts", action="store_true",
                    help="leave out unreadable parts / parts lacking a column (listed in the report) instead of stopping")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
+    p.add_argument("--if-changed", action="store_true",
+                   help="keep the outputs of the last run into --output when nothing they are made from has changed "
+                        "(aggregate/fresh.py; the study's)")
     p.add_argument("--quiet", action="store_true", help="no terminal summary")
     return p
 
@@ -73,6 +76,18 @@ def _main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # rcea.config.ConfigError names the valid choices; a range names the option
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from aggregate import fresh
+
+    digest = fresh.fingerprint(args, st, args.input, args.output) if Path(args.input).is_dir() else ""
+    last = fresh.kept(args.output, digest) if args.if_changed and digest else None
+    if last is not None:   # the same inputs: the outputs are theirs
+        if last.get("note"):
+            print(f"note: {last['note']}", file=sys.stderr)
+        if not args.quiet and last.get("terminal"):
+            print(last["terminal"])
+        print(f"aggregate: nothing it reads has changed since {args.output}/report.md was written: kept "
+              "(without --if-changed it recomputes)")
+        return 0
     try:
         ds = io.load_dataset(args.input, skip_bad_parts=args.skip_bad_parts)
     except FileNotFoundError as exc:
@@ -110,8 +125,10 @@ def _main(argv: list[str] | None = None) -> int:
     from aggregate.context import load_context
 
     try:
-        run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet,
-            context=load_context(Path(args.input)))
+        res = run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet,
+                  context=load_context(Path(args.input)))
+        if digest and not ds.skipped:   # a run that left out a part always recomputes
+            fresh.record(out, digest, res.get("terminal", ""), said or "")
     except OSError as exc:   # the folder became unwritable, or the disk filled, while it ran
         from rcea.diskfull import cause
 
@@ -191,13 +208,16 @@ def run(ds, st, out: Path, inputs: str = "", draw: bool = True, echo: bool = Tru
     import json
 
     report.write_text(out / "summary.json", json.dumps(report.summary(res), indent=1))
-    if echo:   # the terminal shows each run's final checkpoint (and the base); report.md has every checkpoint
-        last = final_endpoints(res.get("endpoints", []))
-        print(report.terminal_summary({**res, "endpoints": last}, st))
-        if len(last) < len(res.get("endpoints", [])):
-            print(f"(final checkpoints; all {len(res['endpoints'])} endpoints in report.md)")
-        print(f"wrote {out}/summary.json, report.md, tables/ ({len(tabs)}), figures/ ({sum(map(len, figs.values()))} "
-              f"files)")
+    # the terminal shows each run's final checkpoint (and the base); report.md has every checkpoint
+    last = final_endpoints(res.get("endpoints", []))
+    lines = [report.terminal_summary({**res, "endpoints": last}, st)]
+    if len(last) < len(res.get("endpoints", [])):
+        lines.append(f"(final checkpoints; all {len(res['endpoints'])} endpoints in report.md)")
+    res["terminal"] = "\n".join(lines)   # what a rerun with nothing changed prints again (aggregate/fresh.py)
+    if echo:
+        print(res["terminal"])
+        print(f"wrote {out}/summary.json, report.md, tables/ ({len(tabs)}), figures/ "
+              f"({sum(map(len, figs.values()))} files)")
     return res
 
 

@@ -259,11 +259,14 @@ def published_dir(scale: str) -> str:
     return f"{results_dir(scale)}/{scale}"
 
 
-def aggregate_command(scale: str, skip_bad_parts: bool = False) -> list[str]:
+def aggregate_command(scale: str, skip_bad_parts: bool = False, if_changed: bool = False) -> list[str]:
+    """`python -m aggregate` of the scale's tables; `if_changed` (the study's): keep the last outputs when nothing
+    they are made from has changed (aggregate/fresh.py)."""
     root = data_root(scale)
     return role_command("aggregate", ["--input", str(layout.tables_dir(scale, root)),
                                       "--output", str(layout.results_dir(scale, root)), "--scale", scale,
-                                      *(["--skip-bad-parts"] if skip_bad_parts else [])], scale)
+                                      *(["--skip-bad-parts"] if skip_bad_parts else []),
+                                      *(["--if-changed"] if if_changed else [])], scale)
 
 
 def publish_command(scale: str) -> list[str]:

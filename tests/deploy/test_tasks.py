@@ -196,7 +196,7 @@ def test_dry_study_at_7b_carries_7b_into_every_container(capsys, dry, monkeypatc
         "env RCEA_SCALE=7b docker compose --profile judge stop judge",
         "docker compose run --rm infer-cli python -m infer.audit sample --scale 7b --if-missing",
         "docker compose run --rm aggregate python -m aggregate --input data/infer/7b/tables "
-        "--output data/results/7b --scale 7b",
+        "--output data/results/7b --scale 7b --if-changed",
         "docker compose run --rm aggregate python -m rcea.publish data/results/7b results/7b"]
     assert cmds == expected
 
