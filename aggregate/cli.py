@@ -124,6 +124,7 @@ def _main(argv: list[str] | None = None) -> int:
         return 1
     from aggregate.context import load_context
 
+    fresh.forget(out)
     try:
         res = run(ds, st, out, inputs=str(args.input), draw=not args.no_figures, echo=not args.quiet,
                   context=load_context(Path(args.input)))

@@ -123,10 +123,23 @@ def kept(out, digest: str) -> dict | None:
 
 
 def record(out, digest: str, terminal: str, note: str = "") -> None:
-    """After a run: its fingerprint, what it wrote (each file's size) and what it printed, written last."""
+    """After a run: its fingerprint, what it wrote (each file's size) and what it printed, written last. A record
+    that cannot be written (a folder above the outputs that is not this user's, a full disk) is left out: the
+    next run then recomputes, nothing else changes."""
     from rcea.store import atomic_write
 
     out = Path(out)
     outputs = {str(p.relative_to(out)): p.stat().st_size for p in _files(out)}
     text = json.dumps({"fingerprint": digest, "outputs": outputs, "terminal": terminal, "note": note}, indent=1)
-    atomic_write(stamp_path(out), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    try:
+        atomic_write(stamp_path(out), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    except OSError:
+        pass
+
+
+def forget(out) -> None:
+    """Before a run recomputes: the last run's record goes (a run killed midway leaves none: the next recomputes)."""
+    try:
+        stamp_path(out).unlink(missing_ok=True)
+    except OSError:
+        pass
