@@ -139,31 +139,39 @@ def test_every_stage_fits_its_target_cards(scale, measured):
     assert not lines, "\n".join(lines)
 
 
-def test_the_measurement_is_kept_by_the_settings_it_read(tmp_path, monkeypatch):
-    """The second plan with the same inputs reuses the first's measurement, part by part (equal values, the plan
-    says so); a setting the passes read (the micro-batch) measures the passes again, the resident weights and the
-    scorer (which never read it) are reused; a setting nothing reads (the judge's model) measures nothing. Each
-    entry records what its part read (the log-prob chunk among the passes'), with its value."""
-    monkeypatch.setenv("RCEA_PLAN_CACHE", str(tmp_path))
+@pytest.fixture(scope="module")
+def measured_3b():
+    """3b's measurement at its own settings, kept in this module's folder: the fit test and the huge micro-batch
+    test reuse its parts instead of measuring them again."""
+    return tp.measure_scale(load_config("3b", "grpo"), pd.shape(load_config("3b")["model.name"]), lambda *_: None)
+
+
+def test_the_measurement_is_kept_by_the_settings_it_read(measured_3b):
+    """A second plan with the same inputs reuses the kept measurement, part by part (equal values, the plan says
+    so), when only a setting nothing reads changed (the judge's model); a setting the passes read (the
+    micro-batch) measures the passes again, and the resident weights and the scorer (which never read it) are
+    reused. Each entry records what its part read (the log-prob chunk among the passes'), with its value."""
     said = []
+    shape = pd.shape(load_config("3b")["model.name"])
 
     def run(*extra):
         said.clear()
-        m = tp.measure_scale(load_config("3b", "grpo", [*SMALL_RUN, *extra]), SMALL, said.append)
+        m = tp.measure_scale(load_config("3b", "grpo", list(extra)), shape, said.append)
         return m, {w.split("of the ")[1].split()[0] for w in said if w.startswith("[plan] stored")}
 
-    first, stored = run()
-    assert stored == {"resident", "passes", "scorer"}
-    [entry] = plan_cache.folder().glob("passes-*.json")
-    reads = json.loads(entry.read_text())["reads"]
-    assert reads["train.per_device_batch"] == 4 and "train.logprob_chunk_tokens" in reads
-    assert "train.lora_rank" in reads and ":method" in reads and "judge.model" not in reads
-    assert "train.save_steps" not in reads   # lora_config reads its four keys of the train section, not all
     again, stored = run("judge.model=another/judge")
-    assert again == first and not stored and sum("reused the measurement" in w for w in said) == 3
-    smaller, stored = run("train.per_device_batch=2")
-    assert stored == {"passes"} and smaller["update"].peak_bytes < first["update"].peak_bytes
-    assert smaller["scorer"] == first["scorer"] and smaller["resident"] == first["resident"]
+    assert again == measured_3b and not stored and sum("reused the measurement" in w for w in said) == 3
+    # 512 rows: the passes' floor (no fake pass needed, see the next test), measured again under its own entry
+    huge, stored = run("train.per_device_batch=512")
+    assert stored == {"passes"} and huge["update"].peak_bytes > 4 * measured_3b["update"].peak_bytes
+    assert huge["scorer"] == measured_3b["scorer"] and huge["resident"] == measured_3b["resident"]
+    entries = {json.loads(p.read_text())["reads"]["train.per_device_batch"]: json.loads(p.read_text())["reads"]
+               for p in plan_cache.folder().glob("passes-*.json")}
+    assert set(entries) >= {16, 512}
+    reads = entries[16]
+    assert "train.logprob_chunk_tokens" in reads and "train.lora_rank" in reads and ":method" in reads
+    assert "judge.model" not in reads
+    assert "train.save_steps" not in reads   # lora_config reads its four keys of the train section, not all
 
 
 def test_the_plan_says_no_to_a_huge_micro_batch(capsys):
