@@ -103,7 +103,15 @@ def cmd_worker(args) -> int:
               f"Enqueue the measurements first: `invoke infer --scale {args.scale} --method M` for each trained "
               f"method, or run the whole study: `invoke study --scale {args.scale}`.", file=sys.stderr)
         return 2
-    if args.until_empty and not _work_ahead(args.scale):   # before torch, vLLM and the other processes load
+    try:
+        ahead = not args.until_empty or _work_ahead(args.scale)   # before torch, vLLM and the other processes load
+    except KeyboardInterrupt:   # Ctrl-C while it waits for a job (no job held, nothing loaded yet)
+        # With --progress a driver (a study, `invoke workers`) started it in the terminal's process group and
+        # says the one line of the interrupt itself; this output is still the terminal's (infer.console not yet)
+        if not args.progress:
+            print("worker: interrupted (Ctrl-C) while waiting for a job; it held none", file=sys.stderr)
+        return 130
+    if not ahead:
         print(f"worker: nothing to do: no job is pending or running and the queue {state_path(args.scale)} is "
               "closed", flush=True)
         return 0

@@ -518,3 +518,38 @@ def test_an_until_empty_worker_with_nothing_to_do_exits_at_once_without_loading_
     assert out.stdout.splitlines() == [f"worker: nothing to do: no job is pending or running and the queue "
                                        f"{state_path('tiny', tmp_path)} is closed", "no torch"], out.stdout
     assert not (tmp_path / "logs").exists()          # no progress watcher, no per-worker log
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_ctrl_c_while_an_until_empty_worker_waits_ends_it_without_a_traceback(tmp_path, progress):
+    """A study's Ctrl-C reaches the whole terminal group, the worker on a freed slot included, which may still be
+    waiting for a job (its output still the terminal's). It once printed a KeyboardInterrupt traceback under the
+    study's one line (tests/e2e/test_interrupt.py, seen once in CI's order). Now: exit 130; with --progress (a
+    driver's child, which says the one line) nothing on stderr, by hand one line."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from rcea.layout import state_path
+
+    q = Queue(state_path("tiny", tmp_path))
+    q.enqueue("done", "k", {})
+    q.finish(q.claim("w").id, "w")
+    q.open("hold@test")   # open, nothing pending: the worker waits
+    code = ("import sys\nfrom infer import queue\nwait = queue.Queue.wait_for_work\n"
+            "def announced(self, *a, **k):\n    print('waiting', flush=True)\n    return wait(self, *a, **k)\n"
+            "queue.Queue.wait_for_work = announced\nfrom infer.__main__ import main\n"
+            f"sys.exit(main(['worker', '--scale', 'tiny', '--until-empty'{', ' + repr('--progress') if progress else ''}]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, RCEA_DATA=str(tmp_path)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "waiting\n"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert err.splitlines() == ([] if progress else
+                                ["worker: interrupted (Ctrl-C) while waiting for a job; it held none"]), err
