@@ -57,6 +57,19 @@ RUN if [ "${APP_UID}" = 0 ]; then echo "APP_UID must not be 0 (root)" >&2; exit 
  && mkdir -p /workspace/data /cache/hf /cache/vllm \
  && chown -R "${APP_UID}:${APP_GID}" /workspace /cache
 
+# vLLM's CPU build only: its model-info cache for the architecture the CPU engines serve (Qwen2), made here once,
+# before the project's code (it depends on the locked packages alone). With the cache empty, each engine start
+# inspects the model class in a subprocess that imports torch and vLLM again (about 9 CPU-s on 2 cores: the
+# rehearsal's two workers and judge started three). compose.cpu.yaml points the CPU engines' VLLM_CACHE_ROOT here
+# (they compile nothing to keep: TORCHDYNAMO_DISABLE); the GPU services keep their folders in the vllm-cache volume.
+# vLLM checks the entry against its model file's hash and inspects again if the file differs. Readable and
+# writable by any user: Compose runs the containers as the host user (compose.yaml `user:`).
+RUN if [ "${LOCK}" = infer-vllm-cpu ]; then \
+      VLLM_CACHE_ROOT=/opt/vllm-cache python -c 'from vllm.model_executor.models.registry import ModelRegistry; \
+ModelRegistry.models["Qwen2ForCausalLM"].inspect_model_cls()' \
+   && ls /opt/vllm-cache/modelinfos/*Qwen2ForCausalLM.json && chmod -R a+rwX /opt/vllm-cache; \
+    fi
+
 # The commit the code below comes from (`invoke build` passes it; manifests read it, rcea/provenance.py).
 ARG RCEA_GIT_COMMIT=unknown
 ENV RCEA_GIT_COMMIT=${RCEA_GIT_COMMIT}
